@@ -1,0 +1,278 @@
+#include "tokenizer/tokenizer.h"
+
+#include <deque>
+#include <fstream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "tokenizer/added_tokens.h"
+#include "tokenizer/bpe.h"
+#include "tokenizer/pre_tokenizer.h"
+#include "tokenizer/utf8.h"
+
+namespace deepinfer {
+namespace {
+
+nlohmann::json read_json(const std::filesystem::path& path) {
+  std::ifstream file(path, std::ios::binary);
+  if (!file) fail("tokenizer: cannot open {} (expected a readable JSON file)", path.string());
+  std::ostringstream buffer;
+  buffer << file.rdbuf();
+  try {
+    return nlohmann::json::parse(buffer.str());
+  } catch (const nlohmann::json::exception& error) {
+    fail("tokenizer: {} is not valid JSON: {}", path.string(), error.what());
+  }
+}
+
+// Only normalizers that leave text unchanged are supported: null or a Sequence of such.
+void check_normalizer(const nlohmann::json& normalizer) {
+  if (normalizer.is_null()) return;
+  const std::string type = normalizer.at("type").get<std::string>();
+  if (type == "Sequence") {
+    for (const auto& child : normalizer.at("normalizers")) check_normalizer(child);
+    return;
+  }
+  fail("tokenizer.json: unsupported normalizer \"{}\" (only null or an empty Sequence is supported)", type);
+}
+
+// Whether decoding maps tokens through the GPT-2 byte alphabet (ByteLevel) or joins them with spaces (null).
+bool parse_decoder(const nlohmann::json& decoder) {
+  if (decoder.is_null()) return false;
+  const std::string type = decoder.at("type").get<std::string>();
+  if (type == "ByteLevel") return true;
+  fail("tokenizer.json: unsupported decoder \"{}\" (supported: ByteLevel or null)", type);
+}
+
+void check_post_processor(const nlohmann::json& post_processor) {
+  if (post_processor.is_null()) return;
+  const std::string type = post_processor.at("type").get<std::string>();
+  // ByteLevel post-processing only trims offsets; ids are unchanged.
+  if (type != "ByteLevel") {
+    fail("tokenizer.json: unsupported post_processor \"{}\" (supported: ByteLevel or null)", type);
+  }
+}
+
+// HF's ByteLevel decoder per token: map every character back to its byte, or keep the token's
+// UTF-8 as is when some character is outside the byte alphabet.
+std::string byte_level_token_bytes(const std::string& token) {
+  std::string bytes;
+  bytes.reserve(token.size());
+  if (utf8::find_invalid_byte(token) != std::string_view::npos) return token;
+  size_t position = 0;
+  while (position < token.size()) {
+    const int byte = utf8::byte_from_code_point(utf8::decode_next(token, position));
+    if (byte < 0) return token;
+    bytes.push_back(static_cast<char>(byte));
+  }
+  return bytes;
+}
+
+std::optional<std::string> token_content(const nlohmann::json& config, const char* key) {
+  const auto it = config.find(key);
+  if (it == config.end() || it->is_null()) return std::nullopt;
+  if (it->is_string()) return it->get<std::string>();
+  if (it->is_object() && it->contains("content")) return it->at("content").get<std::string>();
+  fail("tokenizer_config.json: \"{}\" must be a string or an object with \"content\", found {}", key, it->dump());
+}
+
+}  // namespace
+
+struct Tokenizer::Impl {
+  BpeModel model;
+  PreTokenizer pre_tokenizer;
+  std::vector<AddedToken> added_tokens;
+  AddedTokenMatcher raw_matcher;         // added tokens with normalized = false
+  AddedTokenMatcher normalized_matcher;  // added tokens with normalized = true
+  StringToId added_to_id;
+  std::vector<std::string> id_to_string;  // token string as in tokenizer.json
+  std::vector<std::string> id_to_bytes;   // decoded bytes
+  std::vector<bool> id_is_special;
+  std::vector<bool> id_is_known;
+  bool byte_level_decoder = false;
+  std::optional<int32_t> bos, eos;
+  bool add_bos = false;
+  const std::string empty;
+
+  explicit Impl(BpeModel bpe) : model(std::move(bpe)) {}
+
+  void encode_text(std::string_view text, std::vector<int32_t>& ids) const;
+};
+
+void Tokenizer::Impl::encode_text(std::string_view text, std::vector<int32_t>& ids) const {
+  thread_local std::vector<std::string_view> pieces;
+  std::deque<std::string> storage;
+  pre_tokenizer.split(text, pieces, storage);
+  const bool byte_level = pre_tokenizer.byte_level();
+  for (std::string_view piece : pieces) model.encode_word(piece, byte_level, ids);
+}
+
+Tokenizer::Tokenizer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Tokenizer::Tokenizer(Tokenizer&&) noexcept = default;
+Tokenizer& Tokenizer::operator=(Tokenizer&&) noexcept = default;
+Tokenizer::~Tokenizer() = default;
+
+Tokenizer Tokenizer::from_file(const std::filesystem::path& tokenizer_json) {
+  const nlohmann::json config = read_json(tokenizer_json);
+  try {
+    if (!config.is_object() || !config.contains("model")) {
+      fail("expected an object with a \"model\" field");
+    }
+    check_normalizer(config.value("normalizer", nlohmann::json()));
+    check_post_processor(config.value("post_processor", nlohmann::json()));
+    auto impl = std::make_unique<Impl>(BpeModel::from_json(config.at("model")));
+    impl->pre_tokenizer = PreTokenizer::from_json(config.value("pre_tokenizer", nlohmann::json()));
+    impl->byte_level_decoder = parse_decoder(config.value("decoder", nlohmann::json()));
+
+    for (const auto& entry : config.value("added_tokens", nlohmann::json::array())) {
+      AddedToken token;
+      token.id = entry.at("id").get<int32_t>();
+      token.content = entry.at("content").get<std::string>();
+      token.special = entry.value("special", false);
+      token.normalized = entry.value("normalized", !token.special);
+      token.lstrip = entry.value("lstrip", false);
+      token.rstrip = entry.value("rstrip", false);
+      token.single_word = entry.value("single_word", false);
+      if (token.id < 0) fail("added token \"{}\" has negative id {}", token.content, token.id);
+      impl->added_tokens.push_back(std::move(token));
+    }
+    std::vector<const AddedToken*> raw, normalized;
+    for (const AddedToken& token : impl->added_tokens) {
+      (token.normalized ? normalized : raw).push_back(&token);
+      impl->added_to_id[token.content] = token.id;
+    }
+    impl->raw_matcher = AddedTokenMatcher(std::move(raw));
+    impl->normalized_matcher = AddedTokenMatcher(std::move(normalized));
+
+    int32_t max_id = -1;
+    for (const auto& [token, id] : impl->model.vocab()) max_id = std::max(max_id, id);
+    for (const AddedToken& token : impl->added_tokens) max_id = std::max(max_id, token.id);
+    const size_t size = static_cast<size_t>(max_id + 1);
+    impl->id_to_string.resize(size);
+    impl->id_is_special.resize(size, false);
+    impl->id_is_known.resize(size, false);
+    for (const auto& [token, id] : impl->model.vocab()) {
+      impl->id_to_string[id] = token;
+      impl->id_is_known[id] = true;
+    }
+    // Added tokens take precedence for id -> string, as HF's decode looks them up first.
+    for (const AddedToken& token : impl->added_tokens) {
+      impl->id_to_string[token.id] = token.content;
+      impl->id_is_known[token.id] = true;
+      impl->id_is_special[token.id] = token.special;
+    }
+    impl->id_to_bytes.resize(size);
+    for (size_t id = 0; id < size; ++id) {
+      impl->id_to_bytes[id] = impl->byte_level_decoder ? byte_level_token_bytes(impl->id_to_string[id])
+                                                       : impl->id_to_string[id];
+    }
+    return Tokenizer(std::move(impl));
+  } catch (const nlohmann::json::exception& error) {
+    fail("tokenizer: {} has an unexpected structure: {}", tokenizer_json.string(), error.what());
+  } catch (const Error& error) {
+    const std::string message = error.what();
+    if (message.rfind("tokenizer", 0) == 0) throw;
+    fail("tokenizer: {}: {}", tokenizer_json.string(), message);
+  }
+}
+
+Tokenizer Tokenizer::from_model_dir(const std::filesystem::path& dir) {
+  Tokenizer tokenizer = from_file(dir / "tokenizer.json");
+  const std::filesystem::path config_path = dir / "tokenizer_config.json";
+  if (!std::filesystem::exists(config_path)) return tokenizer;
+  const nlohmann::json config = read_json(config_path);
+  auto resolve = [&](const char* key) -> std::optional<int32_t> {
+    const std::optional<std::string> content = token_content(config, key);
+    if (!content) return std::nullopt;
+    const std::optional<int32_t> id = tokenizer.token_to_id(*content);
+    if (!id) fail("tokenizer_config.json in {}: {} \"{}\" is not a token of tokenizer.json", dir.string(), key, *content);
+    return id;
+  };
+  tokenizer.impl_->bos = resolve("bos_token");
+  tokenizer.impl_->eos = resolve("eos_token");
+  const auto add_bos = config.find("add_bos_token");
+  tokenizer.impl_->add_bos = add_bos != config.end() && add_bos->is_boolean() && add_bos->get<bool>();
+  if (tokenizer.impl_->add_bos && !tokenizer.impl_->bos) {
+    fail("tokenizer_config.json in {}: add_bos_token is true but no bos_token is given", dir.string());
+  }
+  return tokenizer;
+}
+
+std::vector<int32_t> Tokenizer::encode(std::string_view text) const {
+  if (const size_t bad = utf8::find_invalid_byte(text); bad != std::string_view::npos) {
+    fail("tokenizer: encode expects valid UTF-8, found an invalid byte 0x{:02X} at offset {}",
+         static_cast<unsigned char>(text[bad]), bad);
+  }
+  std::vector<int32_t> ids;
+  ids.reserve(text.size() / 3 + 1);
+  // 1. Non-normalized added tokens on the raw text, 2. normalized ones on the rest (our
+  // normalizer is the identity), 3. pre-tokenize and BPE what remains.
+  thread_local std::vector<TextSegment> raw_segments, segments;
+  raw_segments.clear();
+  impl_->raw_matcher.split(text, 0, text.size(), raw_segments);
+  for (const TextSegment& raw : raw_segments) {
+    if (raw.token_id >= 0) {
+      ids.push_back(raw.token_id);
+      continue;
+    }
+    segments.clear();
+    impl_->normalized_matcher.split(text, raw.start, raw.end, segments);
+    for (const TextSegment& segment : segments) {
+      if (segment.token_id >= 0) {
+        ids.push_back(segment.token_id);
+      } else {
+        impl_->encode_text(text.substr(segment.start, segment.end - segment.start), ids);
+      }
+    }
+  }
+  return ids;
+}
+
+std::vector<int32_t> Tokenizer::encode_with_bos(std::string_view text) const {
+  std::vector<int32_t> ids = encode(text);
+  if (impl_->add_bos && impl_->bos) ids.insert(ids.begin(), *impl_->bos);
+  return ids;
+}
+
+std::string Tokenizer::decode(std::span<const int32_t> ids, bool skip_special_tokens) const {
+  std::string bytes;
+  bool first = true;
+  for (const int32_t id : ids) {
+    if (id < 0 || static_cast<size_t>(id) >= impl_->id_is_known.size() || !impl_->id_is_known[id]) continue;
+    if (skip_special_tokens && impl_->id_is_special[id]) continue;
+    if (!impl_->byte_level_decoder && !first) bytes.push_back(' ');
+    bytes += impl_->id_to_bytes[id];
+    first = false;
+  }
+  return utf8::repair_lossy(bytes);
+}
+
+size_t Tokenizer::vocab_size() const { return impl_->id_to_string.size(); }
+
+const std::string& Tokenizer::token_bytes(int32_t id) const {
+  if (id < 0 || static_cast<size_t>(id) >= impl_->id_to_bytes.size()) return impl_->empty;
+  return impl_->id_to_bytes[id];
+}
+
+const std::string& Tokenizer::token_string(int32_t id) const {
+  if (id < 0 || static_cast<size_t>(id) >= impl_->id_to_string.size()) return impl_->empty;
+  return impl_->id_to_string[id];
+}
+
+std::optional<int32_t> Tokenizer::token_to_id(std::string_view token_string) const {
+  if (const auto it = impl_->added_to_id.find(token_string); it != impl_->added_to_id.end()) return it->second;
+  if (const auto it = impl_->model.vocab().find(token_string); it != impl_->model.vocab().end()) return it->second;
+  return std::nullopt;
+}
+
+bool Tokenizer::is_special(int32_t id) const {
+  return id >= 0 && static_cast<size_t>(id) < impl_->id_is_special.size() && impl_->id_is_special[id];
+}
+
+std::optional<int32_t> Tokenizer::bos_id() const { return impl_->bos; }
+std::optional<int32_t> Tokenizer::eos_id() const { return impl_->eos; }
+bool Tokenizer::add_bos() const { return impl_->add_bos; }
+
+}  // namespace deepinfer
