@@ -107,7 +107,10 @@ struct RopeDefaults {
 };
 
 // One standardised rope dict (after transformers' standardize_rope_params) -> RopeParams.
-RopeParams parse_rope(const json& obj, const std::string& label, const RopeDefaults& defaults, const std::string& source) {
+// force_unit_attention_factor: the flat form's compress rope, where V4 pins a missing
+// attention_factor to 1.0 (its reference does not scale cos/sin by YaRN's mscale).
+RopeParams parse_rope(const json& obj, const std::string& label, const RopeDefaults& defaults, const std::string& source,
+                      bool force_unit_attention_factor = false) {
   if (!obj.is_object()) fail("{}: '{}' must be an object, found {}", source, label, obj.dump());
   const Reader r(obj, source, label + ".");
   RopeParams p;
@@ -131,14 +134,16 @@ RopeParams parse_rope(const json& obj, const std::string& label, const RopeDefau
     if (p.beta_fast == 0.0) p.beta_fast = 32.0;
     p.beta_slow = r.number("beta_slow", 0.0);
     if (p.beta_slow == 0.0) p.beta_slow = 1.0;
+    // Resolved here exactly as _compute_yarn_parameters would, so consumers never re-derive it.
     if (r.has("attention_factor")) {
       p.attention_factor = r.number("attention_factor", 1.0);
+    } else if (force_unit_attention_factor) {
+      p.attention_factor = 1.0;
     } else {
       const double mscale = r.number("mscale", 0.0), mscale_all_dim = r.number("mscale_all_dim", 0.0);
-      if (mscale != 0.0 && mscale_all_dim != 0.0) {
-        p.attention_factor = yarn_mscale(p.factor, mscale) / yarn_mscale(p.factor, mscale_all_dim);
-      }
-      // Otherwise left unset: the rope code derives it from the factor (0.1 ln(factor) + 1).
+      p.attention_factor = (mscale != 0.0 && mscale_all_dim != 0.0)
+                               ? yarn_mscale(p.factor, mscale) / yarn_mscale(p.factor, mscale_all_dim)
+                               : yarn_mscale(p.factor, 1.0);
     }
     // The reference reads `truncate` from the top-level rope dict, which for V4 is always the
     // {main, compress} pair and never has the key, so truncation is always on.
@@ -177,7 +182,8 @@ void parse_rope_section(const json& root, const Reader& r, ModelConfig& c, const
 
   if (rp.contains("main") && rp["main"].is_object() && rp.contains("compress") && rp["compress"].is_object()) {
     // Nested form: each sub-dict stands alone; a missing rope_theta falls back to the top-level
-    // rope_theta for both (standardize_rope_params), and attention_factor is not forced.
+    // rope_theta for both (standardize_rope_params), and a missing attention_factor is YaRN's
+    // mscale (0.1 ln(factor) + 1), not 1.0: the reference only pins it for the flat form.
     const RopeDefaults defaults{rope_theta, c.max_position_embeddings, std::nullopt};
     c.rope_main = parse_rope(rp["main"], std::string(rp_key) + ".main", defaults, source);
     c.rope_compress = parse_rope(rp["compress"], std::string(rp_key) + ".compress", defaults, source);
@@ -195,11 +201,7 @@ void parse_rope_section(const json& root, const Reader& r, ModelConfig& c, const
   compress["rope_theta"] = compress_rope_theta;
   const std::optional<int64_t> top_original = r.optional_integer("original_max_position_embeddings");
   c.rope_compress = parse_rope(compress, rp_key, RopeDefaults{compress_rope_theta, c.max_position_embeddings, top_original},
-                               source);
-  if (c.rope_compress.type == "yarn" && !c.rope_compress.attention_factor) {
-    // V4 does not scale cos/sin by YaRN's mscale; the reference pins attention_factor to 1.0 here.
-    c.rope_compress.attention_factor = 1.0;
-  }
+                               source, /*force_unit_attention_factor=*/true);
 }
 
 void parse_layer_schedules(const json& root, const Reader& r, ModelConfig& c, const std::string& source) {

@@ -187,7 +187,13 @@ TEST(ModelConfigRope, NestedFormKeepsEachSubDict) {
   EXPECT_EQ(c.rope_main.theta, 20000.0);  // missing theta falls back to rope_theta
   EXPECT_EQ(c.rope_compress.theta, 40000.0);
   EXPECT_EQ(c.rope_compress.factor, 8.0);
-  EXPECT_FALSE(c.rope_compress.attention_factor.has_value());  // nested form is not forced
+  // The nested form is not pinned to 1.0: YaRN's default 0.1 ln(factor) + 1 applies.
+  ASSERT_TRUE(c.rope_compress.attention_factor.has_value());
+  EXPECT_DOUBLE_EQ(*c.rope_compress.attention_factor, 0.1 * std::log(8.0) + 1.0);
+  EXPECT_TRUE(c.rope_compress.truncate);
+  j["rope_parameters"]["compress"]["mscale"] = 2.0;
+  j["rope_parameters"]["compress"]["mscale_all_dim"] = 1.0;
+  EXPECT_DOUBLE_EQ(*parse(j).rope_compress.attention_factor, (0.2 * std::log(8.0) + 1.0) / (0.1 * std::log(8.0) + 1.0));
   j["rope_parameters"]["compress"]["rope_type"] = "longrope";
   expect_error([&] { parse(j); }, {"rope_parameters.compress", "'longrope'", "not supported"});
 }
