@@ -1,0 +1,42 @@
+#include "engine/load_progress.h"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <cstdio>
+
+namespace deepinfer::engine {
+
+std::string human_bytes(double bytes) {
+  static const char* const kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int unit = 0;
+  while (bytes >= 1024 && unit < 4) {
+    bytes /= 1024;
+    ++unit;
+  }
+  return unit == 0 ? fmt::format("{:.0f} B", bytes) : fmt::format("{:.1f} {}", bytes, kUnits[unit]);
+}
+
+LoadProgress::LoadProgress() : tty_(isatty(STDERR_FILENO) == 1), start_(std::chrono::steady_clock::now()) {}
+
+void LoadProgress::update(size_t done, size_t total) {
+  total_ = total;
+  if (!tty_ || total == 0) return;
+  const int percent = static_cast<int>(100.0 * static_cast<double>(done) / static_cast<double>(total));
+  if (percent == last_percent_) return;  // redraw only when the number changes
+  last_percent_ = percent;
+  constexpr int kWidth = 30;
+  const int filled = percent * kWidth / 100;
+  std::fprintf(stderr, "\rloading weights [%s%s] %3d%% %s / %s", std::string(filled, '#').c_str(),
+               std::string(kWidth - filled, ' ').c_str(), percent, human_bytes(double(done)).c_str(),
+               human_bytes(double(total)).c_str());
+  std::fflush(stderr);
+}
+
+void LoadProgress::finish() {
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  if (tty_ && last_percent_ >= 0) std::fputc('\n', stderr);
+  std::fprintf(stderr, "loaded %s of weights in %.2f s\n", human_bytes(double(total_)).c_str(), seconds);
+}
+
+}  // namespace deepinfer::engine

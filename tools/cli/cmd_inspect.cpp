@@ -1,0 +1,162 @@
+// `deepinfer inspect`: what a model folder holds — architecture, per-layer attention kinds,
+// parameters by component and dtype, and how much sequence state each token costs.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "cli/command.h"
+#include "core/error.h"
+#include "engine/load_progress.h"
+#include "io/model_config.h"
+#include "model/model.h"
+
+namespace deepinfer::cli {
+namespace {
+
+namespace fs = std::filesystem;
+using engine::human_bytes;
+
+std::string with_commas(int64_t value) {
+  std::string digits = std::to_string(value < 0 ? -value : value);
+  for (int pos = static_cast<int>(digits.size()) - 3; pos > 0; pos -= 3) digits.insert(static_cast<size_t>(pos), ",");
+  return value < 0 ? "-" + digits : digits;
+}
+
+std::string short_count(double value) {  // 9.1M, 284B
+  if (value >= 1e12) return fmt::format("{:.2f}T", value / 1e12);
+  if (value >= 1e9) return fmt::format("{:.2f}B", value / 1e9);
+  if (value >= 1e6) return fmt::format("{:.2f}M", value / 1e6);
+  if (value >= 1e3) return fmt::format("{:.1f}K", value / 1e3);
+  return fmt::format("{:.0f}", value);
+}
+
+const char* attention_name(io::AttentionKind kind) {
+  switch (kind) {
+    case io::AttentionKind::Sliding: return "sliding window";
+    case io::AttentionKind::CSA: return "CSA (compressed sparse)";
+    case io::AttentionKind::HCA: return "HCA (heavily compressed)";
+  }
+  return "?";
+}
+
+std::string rope_text(const io::RopeParams& r) {
+  std::string text = fmt::format("{}, theta {:g}", r.type, r.theta);
+  if (r.type == "yarn")
+    text += fmt::format(", factor {:g}, original context {}, beta {:g}/{:g}", r.factor,
+                        r.original_max_position_embeddings, r.beta_fast, r.beta_slow);
+  return text;
+}
+
+void print_row(const std::string& label, const std::string& value) {
+  std::printf("  %-22s %s\n", label.c_str(), value.c_str());
+}
+
+void print_config(const io::ModelConfig& c, const fs::path& dir) {
+  std::printf("Model %s\n", dir.string().c_str());
+  int sliding = 0, csa = 0, hca = 0;
+  for (auto kind : c.layer_types) (kind == io::AttentionKind::Sliding ? sliding : kind == io::AttentionKind::CSA ? csa : hca)++;
+  print_row("architecture", c.model_type);
+  print_row("layers", fmt::format("{} ({} sliding, {} CSA, {} HCA)", c.num_hidden_layers, sliding, csa, hca));
+  print_row("hidden size", std::to_string(c.hidden_size));
+  print_row("attention heads", fmt::format("{} query, {} KV (shared latent), head_dim {}", c.num_attention_heads,
+                                           c.num_key_value_heads, c.head_dim));
+  print_row("rope dims", fmt::format("{} of {} per head", c.qk_rope_head_dim, c.head_dim));
+  print_row("q / o low rank", fmt::format("q_lora {}, o_lora {} in {} groups", c.q_lora_rank, c.o_lora_rank, c.o_groups));
+  print_row("sliding window", fmt::format("{} tokens", c.sliding_window));
+  print_row("compress rates", fmt::format("CSA {}, HCA {}", c.compress_rate_csa, c.compress_rate_hca));
+  if (csa) print_row("indexer", fmt::format("{} heads x {}, top-{} entries", c.index_n_heads, c.index_head_dim, c.index_topk));
+  print_row("experts", fmt::format("{} routed (top-{}, {}, scale {:g}) + {} shared, intermediate {}", c.n_routed_experts,
+                                   c.num_experts_per_tok, c.scoring_func, c.routed_scaling_factor, c.n_shared_experts,
+                                   c.moe_intermediate_size));
+  print_row("hyper-connections", fmt::format("{} copies, {} Sinkhorn iterations", c.hc_mult, c.hc_sinkhorn_iters));
+  std::string special = c.bos_token_id ? fmt::format("bos {}", *c.bos_token_id) : "no bos";
+  for (int64_t id : c.eos_token_ids) special += fmt::format(", eos {}", id);
+  print_row("vocabulary", fmt::format("{} ({})", c.vocab_size, special));
+  print_row("context", fmt::format("{} positions", c.max_position_embeddings));
+  print_row("rope (sliding)", rope_text(c.rope_main));
+  print_row("rope (compressed)", rope_text(c.rope_compress));
+  if (!c.quant_method.empty()) {
+    std::string blocks;
+    for (size_t i = 0; i < c.weight_block_size.size(); ++i) blocks += (i ? "x" : "") + std::to_string(c.weight_block_size[i]);
+    print_row("quantization", blocks.empty() ? c.quant_method : fmt::format("{} (blocks {})", c.quant_method, blocks));
+  }
+  if (c.num_nextn_predict_layers > 0) print_row("MTP layers", std::to_string(c.num_nextn_predict_layers));
+
+  std::printf("\nLayers\n  %5s  %-26s %8s  %s\n", "layer", "attention", "compress", "mlp");
+  for (size_t i = 0; i < c.layer_types.size(); ++i) {
+    const int64_t rate = c.compress_rate(i);
+    const bool hash = i < c.mlp_layer_types.size() && c.mlp_layer_types[i] == io::MlpKind::HashMoE;
+    std::printf("  %5zu  %-26s %8s  %s\n", i, attention_name(c.layer_types[i]),
+                rate ? fmt::format("1/{}", rate).c_str() : "-", hash ? "hash-routed MoE" : "MoE");
+  }
+}
+
+void print_parameters(const std::vector<model::ParameterGroup>& groups) {
+  int64_t total_count = 0, total_bytes = 0;
+  for (const auto& g : groups) total_count += g.count, total_bytes += g.bytes;
+  std::vector<model::ParameterGroup> sorted = groups;
+  std::stable_sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) { return a.count > b.count; });
+  std::printf("\nParameters\n  %-18s %-16s %16s %8s %12s\n", "component", "dtype", "count", "share", "bytes");
+  for (const auto& g : sorted) {
+    const double share = total_count ? 100.0 * static_cast<double>(g.count) / static_cast<double>(total_count) : 0.0;
+    std::printf("  %-18s %-16s %16s %7.1f%% %12s\n", g.component.c_str(), g.dtype.c_str(), with_commas(g.count).c_str(),
+                share, human_bytes(static_cast<double>(g.bytes)).c_str());
+  }
+  std::printf("  %-18s %-16s %16s %8s %12s\n", "total", "", with_commas(total_count).c_str(), "",
+              human_bytes(static_cast<double>(total_bytes)).c_str());
+  std::printf("  total parameters: %s (%s), %s bytes (%s)\n", with_commas(total_count).c_str(),
+              short_count(static_cast<double>(total_count)).c_str(), with_commas(total_bytes).c_str(),
+              human_bytes(static_cast<double>(total_bytes)).c_str());
+}
+
+void print_state(const model::StateFootprint& f, int64_t max_positions) {
+  std::printf("\nSequence state (KV cache, compressor buffers)\n");
+  print_row("per token", fmt::format("{:.1f} B (compressed entries amortised)", f.per_token));
+  print_row("fixed", fmt::format("{} (window rings, unfinished compression windows)", human_bytes(f.fixed)));
+  for (const auto& note : f.notes) print_row("", note);
+  std::printf("  %-22s %s\n", "context", "state per sequence");
+  for (int64_t tokens : {int64_t{4096}, int64_t{131072}, int64_t{1048576}}) {
+    const std::string label = tokens >= 1048576 ? fmt::format("{}M tokens", tokens / 1048576)
+                                                : fmt::format("{}K tokens", tokens / 1024);
+    const std::string note = max_positions > 0 && tokens > max_positions ? " (beyond the model's context)" : "";
+    print_row(label, human_bytes(f.fixed + f.per_token * static_cast<double>(tokens)) + note);
+  }
+}
+
+int run_inspect(const std::string& model_dir) {
+  const fs::path dir = model_dir;
+  DEEPINFER_CHECK(fs::is_directory(dir), "model folder '{}' does not exist or is not a directory", dir.string());
+  engine::LoadProgress progress;
+  const auto model = model::load_model(dir, model::LoadOptions{[&](size_t d, size_t t) { progress.update(d, t); }});
+  progress.finish();
+  print_config(model->config(), dir);
+  print_parameters(model->parameter_summary());
+  print_state(model->state_footprint(), model->config().max_position_embeddings);
+  std::fflush(stdout);
+  return 0;
+}
+
+const CommandRegistration registration{Command{
+    "inspect", "Summarise a model folder: architecture, layers, parameters, state size per token",
+    [](CLI::App& sub) -> std::function<int()> {
+      auto model_dir = std::make_shared<std::string>();
+      sub.add_option("--model", *model_dir, "Model folder (config.json, *.safetensors)")->required();
+      return [model_dir] {
+        try {
+          return run_inspect(*model_dir);
+        } catch (const std::exception& e) {
+          // One line for main(): multi-line messages (lists of missing tensors) are joined.
+          std::string message = e.what();
+          std::replace(message.begin(), message.end(), '\n', ' ');
+          throw Error(message);
+        }
+      };
+    }}};
+
+}  // namespace
+}  // namespace deepinfer::cli
