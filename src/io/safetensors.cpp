@@ -192,6 +192,10 @@ std::shared_ptr<SafeTensorsFile> SafeTensorsFile::open(const fs::path& path) {
     ::close(fd);
     fail("cannot stat {}: {}", path.string(), std::strerror(err));
   }
+  if (!S_ISREG(sb.st_mode)) {
+    ::close(fd);
+    fail("{} is not a regular file (expected a .safetensors file)", path.string());
+  }
   const auto file_size = static_cast<uint64_t>(sb.st_size);
   if (file_size < 8) {
     ::close(fd);

@@ -1,4 +1,5 @@
 // Widening conversions and block dequantisation of mmapped tensors (declared in io/safetensors.h).
+#include <algorithm>
 #include <cstring>
 
 #include "core/error.h"
@@ -136,7 +137,11 @@ std::vector<float> dequantize_fp8_blocks(const TensorView& weight, const TensorV
     const float* srow = scales.data() + (r / brow) * scols;
     const uint8_t* wrow = w + r * cols;
     float* orow = out.data() + r * cols;
-    for (int64_t c = 0; c < cols; ++c) orow[c] = table[wrow[c]] * srow[c / bcol];
+    for (int64_t c0 = 0; c0 < cols; c0 += bcol) {  // one scale per column block
+      const float s = srow[c0 / bcol];
+      const int64_t c1 = std::min(cols, c0 + bcol);
+      for (int64_t c = c0; c < c1; ++c) orow[c] = table[wrow[c]] * s;
+    }
   }
   return out;
 }
@@ -168,14 +173,19 @@ std::vector<float> dequantize_fp4(const TensorView& weight, const TensorView& sc
   std::vector<float> out(static_cast<size_t>(rows * cols));
   const auto* w = reinterpret_cast<const uint8_t*>(weight.data);
   const int64_t row_bytes = cols / 2;
+  float table[16];
+  for (int c = 0; c < 16; ++c) table[c] = f4e2m1_to_f32(static_cast<uint8_t>(c));
   for (int64_t r = 0; r < rows; ++r) {
     const float* srow = scales.data() + r * groups;
+    const uint8_t* wrow = w + r * row_bytes;
     float* orow = out.data() + r * cols;
-    for (int64_t b = 0; b < row_bytes; ++b) {
-      const uint8_t byte = w[r * row_bytes + b];
-      const int64_t c = 2 * b;
-      orow[c] = f4e2m1_to_f32(byte & 0xf) * srow[c / kGroup];
-      orow[c + 1] = f4e2m1_to_f32(byte >> 4) * srow[(c + 1) / kGroup];
+    for (int64_t g = 0; g < groups; ++g) {  // a group is 32 elements = 16 bytes (the last may be shorter)
+      const float s = srow[g];
+      const int64_t b1 = std::min(row_bytes, (g + 1) * (kGroup / 2));
+      for (int64_t b = g * (kGroup / 2); b < b1; ++b) {
+        orow[2 * b] = table[wrow[b] & 0xf] * s;  // low nibble = even element
+        orow[2 * b + 1] = table[wrow[b] >> 4] * s;
+      }
     }
   }
   return out;

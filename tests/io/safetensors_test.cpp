@@ -146,6 +146,9 @@ TEST(SafetensorsHandMade, FolderErrors) {
   write_safetensors(dir / "a.safetensors", {make_owned_tensor<float>("x", DType::F32, {1}, {1.f})});
   write_safetensors(dir / "b.safetensors", {make_owned_tensor<float>("y", DType::F32, {1}, {2.f})});
   expect_error([&] { Checkpoint::open(dir.path()); }, {"2 .safetensors files", "model.safetensors.index.json"});
+  expect_error([&] { Checkpoint::open(dir / "a.safetensors"); }, {"a.safetensors", "is not a folder"});
+  expect_error([&] { SafeTensorsFile::open(dir.path()); }, {"is not a regular file"});
+  expect_error([&] { SafeTensorsFile::open(dir / "missing.safetensors"); }, {"missing.safetensors", "cannot open"});
 }
 
 // ---- corrupt single files -----------------------------------------------------------------------
