@@ -35,15 +35,21 @@ ThreadPool& ThreadPool::global() {
   return pool;
 }
 
+// Set while a thread runs a chunk: a nested parallel_for then runs inline instead of deadlocking.
+thread_local bool tls_in_parallel_region = false;
+
 static void run_chunk(const std::function<void(size_t, size_t)>& fn, size_t n, size_t chunks, size_t i) {
   const size_t begin = n * i / chunks, end = n * (i + 1) / chunks;
-  if (begin < end) fn(begin, end);
+  if (begin >= end) return;
+  tls_in_parallel_region = true;
+  fn(begin, end);
+  tls_in_parallel_region = false;
 }
 
 void ThreadPool::parallel_for(size_t n, const std::function<void(size_t, size_t)>& fn, size_t min_chunk) {
   if (n == 0) return;
   const size_t chunks = std::min(size(), std::max<size_t>(1, n / std::max<size_t>(1, min_chunk)));
-  if (chunks <= 1 || workers_.empty()) {
+  if (chunks <= 1 || workers_.empty() || tls_in_parallel_region) {
     fn(0, n);
     return;
   }

@@ -37,10 +37,25 @@ struct StateFootprint {
   std::vector<std::string> notes;  // one line per layer kind, for `deepinfer inspect`
 };
 
+// How top-k selections (MoE experts, indexer entries) break exact ties.
+enum class TopKTies {
+  // Exactly as the reference (torch.topk on the CPU, see cpu::torch_top_k_indices). Which of equal
+  // scores survives then depends on how many candidates the forward call ranks, so a chunked
+  // prefill can differ from a one-shot prefill where an exact tie sits at the k-th place.
+  Reference,
+  // The lower index wins, ranking only the candidates each token may see: independent of chunking
+  // and batching. Chosen by DEEPINFER_BATCH_INVARIANT=1.
+  LowerIndex,
+};
+
 struct LoadOptions {
   // Called as weights are prepared: (bytes done, bytes total).
   std::function<void(size_t, size_t)> progress;
+  TopKTies top_k_ties = TopKTies::Reference;
 };
+
+// LoadOptions with the settings the environment asks for (DEEPINFER_BATCH_INVARIANT=1).
+LoadOptions load_options_from_env();
 
 class CausalLM {
  public:

@@ -1,0 +1,34 @@
+// Architecture registry: config.json `model_type` -> loader.
+#include <fmt/format.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <string_view>
+
+#include "core/error.h"
+#include "model/deepseek_v4/model.h"
+#include "model/model.h"
+
+namespace deepinfer::model {
+
+LoadOptions load_options_from_env() {
+  LoadOptions options;
+  if (const char* v = std::getenv("DEEPINFER_BATCH_INVARIANT"); v && std::string_view(v) == "1") {
+    options.top_k_ties = TopKTies::LowerIndex;
+  }
+  return options;
+}
+
+std::unique_ptr<CausalLM> load_model(const std::filesystem::path& dir, const LoadOptions& options) {
+  DEEPINFER_CHECK(std::filesystem::is_directory(dir), "model folder '{}' does not exist or is not a directory",
+                  dir.string());
+  io::ModelConfig config = io::load_model_config(dir);
+  if (config.model_type == "deepseek_v4") {
+    auto weights = deepseek_v4::load_weights(dir, config, options.progress);
+    return std::make_unique<deepseek_v4::DeepseekV4>(std::move(config), std::move(weights), options.top_k_ties);
+  }
+  fail("{}: model_type '{}' is not supported (supported: deepseek_v4)", (dir / "config.json").string(),
+       config.model_type);
+}
+
+}  // namespace deepinfer::model
