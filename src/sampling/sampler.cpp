@@ -47,33 +47,35 @@ double Sampler::filter(std::span<const float> logits, const SamplingParams& para
   auto more_likely = [](const Candidate& a, const Candidate& b) {
     return a.weight != b.weight ? a.weight > b.weight : a.id < b.id;
   };
-  const bool use_top_k = params.top_k > 0 && static_cast<size_t>(params.top_k) < candidates_.size();
-  const bool use_top_p = params.top_p < 1.0;
-  if (use_top_k) {
+  if (params.top_k > 0 && static_cast<size_t>(params.top_k) < candidates_.size()) {
     std::nth_element(candidates_.begin(), candidates_.begin() + params.top_k - 1, candidates_.end(), more_likely);
     candidates_.resize(static_cast<size_t>(params.top_k));
+    std::sort(candidates_.begin(), candidates_.end(), more_likely);
   }
-  // Sorting is only needed to cut the nucleus; without top-p the draw walks ids in order.
-  if (use_top_p || use_top_k) std::sort(candidates_.begin(), candidates_.end(), more_likely);
 
   double max_weight = -std::numeric_limits<double>::infinity();
   for (const auto& c : candidates_) max_weight = std::max(max_weight, c.weight);
   double sum = 0.0;
   for (auto& c : candidates_) {
-    c.weight = std::exp(c.weight - max_weight);
+    c.weight = std::exp(c.weight - max_weight);  // monotonic, so the order by weight is unchanged
     sum += c.weight;
   }
-  if (use_top_p) {
-    // Smallest prefix whose mass reaches top_p (at least one token), as in the nucleus paper.
+  if (params.top_p < 1.0) {
+    // Smallest most-likely prefix whose mass reaches top_p (at least one token). The nucleus is
+    // usually tiny next to a 100K+ vocabulary, so sort only a growing head instead of everything.
     const double target = params.top_p * sum;
-    double kept = 0.0;
-    size_t count = 0;
-    while (count < candidates_.size()) {
-      kept += candidates_[count++].weight;
-      if (kept >= target) break;
+    for (size_t head = std::min<size_t>(candidates_.size(), 64);; head = std::min(candidates_.size(), head * 4)) {
+      std::partial_sort(candidates_.begin(), candidates_.begin() + static_cast<std::ptrdiff_t>(head), candidates_.end(),
+                        more_likely);
+      double kept = 0.0;
+      size_t count = 0;
+      while (count < head && kept < target) kept += candidates_[count++].weight;
+      if (kept >= target || head == candidates_.size()) {
+        candidates_.resize(count);
+        sum = kept;
+        break;
+      }
     }
-    candidates_.resize(count);
-    sum = kept;
   }
   return sum;
 }

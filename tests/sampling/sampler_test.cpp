@@ -6,10 +6,12 @@
 // Designated initialisers name only the fields a test cares about; the rest keep their defaults.
 #pragma GCC diagnostic ignored "-Wmissing-field-initializers"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <map>
 #include <string>
+#include <utility>
 
 #include "core/error.h"
 #include "sampling/random.h"
@@ -135,6 +137,40 @@ TEST(Sampler, TopPKeepsSmallestPrefixReachingTheMass) {
   dist = sampler.distribution(logits, SamplingParams{.top_p = 0.85});
   ASSERT_EQ(dist.size(), 3u);
   EXPECT_EQ(dist[2].first, 0);
+}
+
+// Brute force: sort everything, keep the smallest prefix reaching top_p.
+std::vector<std::pair<int32_t, double>> reference_nucleus(const std::vector<float>& logits, double temperature,
+                                                          double top_p) {
+  const auto p = softmax(logits, temperature);
+  std::vector<std::pair<int32_t, double>> all;
+  for (size_t i = 0; i < p.size(); ++i) all.emplace_back(static_cast<int32_t>(i), p[i]);
+  std::sort(all.begin(), all.end(), [](auto& a, auto& b) { return a.second != b.second ? a.second > b.second : a.first < b.first; });
+  double kept = 0;
+  size_t count = 0;
+  while (count < all.size() && kept < top_p * (1 - 1e-12)) kept += all[count++].second;
+  all.resize(count);
+  for (auto& [id, q] : all) q /= kept;
+  return all;
+}
+
+TEST(Sampler, NucleusMatchesBruteForceOnLargeVocabularies) {
+  Sampler sampler;
+  // Flat logits make nuclei of thousands of tokens (the head grows several times); a peaked row a few.
+  std::vector<float> peaked = random_logits(129280, 4);
+  for (size_t i = 0; i < 500; ++i) peaked[i * 97] += 9.0f;
+  const std::vector<float> flat = random_logits(20000, 8);
+  for (const std::vector<float>* logits : {&std::as_const(peaked), &flat}) {
+    for (double top_p : {0.05, 0.5, 0.9, 0.999}) {
+      const auto expected = reference_nucleus(*logits, 0.9, top_p);
+      const auto dist = sampler.distribution(*logits, SamplingParams{.temperature = 0.9, .top_p = top_p});
+      ASSERT_EQ(dist.size(), expected.size()) << "top_p " << top_p;
+      for (size_t i = 0; i < dist.size(); ++i) {
+        ASSERT_EQ(dist[i].first, expected[i].first) << i;
+        ASSERT_NEAR(dist[i].second, expected[i].second, 1e-9) << i;
+      }
+    }
+  }
 }
 
 TEST(Sampler, TopKThenTopP) {
