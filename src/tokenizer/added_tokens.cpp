@@ -8,10 +8,12 @@
 namespace deepinfer {
 namespace {
 
-// Rust's char::is_alphanumeric is Alphabetic || Numeric; letters, numbers and combining marks
-// (most of Other_Alphabetic) approximate it without a Unicode table of our own.
+// HF tests word boundaries with the Rust regex \w: Alphabetic, marks, decimal digits,
+// connector punctuation and joiners. PCRE2 10.42 has no \p{Alphabetic}, so spell it as letters,
+// letter numbers and the non-mark Other_Alphabetic ranges (circled/squared Latin letters).
 bool is_word_character(std::string_view character) {
-  static const Regex word(R"([\p{L}\p{N}\p{Mn}\p{Mc}])");
+  static const Regex word(
+      R"([\p{L}\p{Nl}\p{M}\p{Nd}\p{Pc}\x{200C}\x{200D}\x{24B6}-\x{24E9}\x{1F130}-\x{1F149}\x{1F150}-\x{1F169}\x{1F170}-\x{1F189}])");
   return word.matches_at_start(character);
 }
 

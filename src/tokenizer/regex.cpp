@@ -35,8 +35,8 @@ struct Regex::Compiled {
 Regex::Regex(std::string_view pattern, bool literal) : pattern_(pattern), compiled_(std::make_unique<Compiled>()) {
   int error_code = 0;
   PCRE2_SIZE error_offset = 0;
-  uint32_t options = PCRE2_UTF | PCRE2_UCP;
-  if (literal) options |= PCRE2_LITERAL;
+  // PCRE2 rejects UCP together with LITERAL; a literal needs no character classes anyway.
+  const uint32_t options = literal ? (PCRE2_UTF | PCRE2_LITERAL) : (PCRE2_UTF | PCRE2_UCP);
   compiled_->code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(), options,
                                   &error_code, &error_offset, nullptr);
   if (compiled_->code == nullptr) {

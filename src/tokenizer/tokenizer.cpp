@@ -126,22 +126,40 @@ Tokenizer Tokenizer::from_file(const std::filesystem::path& tokenizer_json) {
     impl->pre_tokenizer = PreTokenizer::from_json(config.value("pre_tokenizer", nlohmann::json()));
     impl->byte_level_decoder = parse_decoder(config.value("decoder", nlohmann::json()));
 
+    // HF re-derives added-token ids on load (AddedVocabulary::add_tokens) instead of trusting
+    // the "id" fields: content already in the model vocab keeps that id, new content gets the
+    // next free id after the model vocab. The JSON ids normally agree; mirror HF when not.
+    const auto model_vocab_size = static_cast<int64_t>(impl->model.vocab().size());
+    int64_t max_added_id = -1;
     for (const auto& entry : config.value("added_tokens", nlohmann::json::array())) {
       AddedToken token;
-      token.id = entry.at("id").get<int32_t>();
       token.content = entry.at("content").get<std::string>();
+      if (token.content.empty()) continue;
       token.special = entry.value("special", false);
       token.normalized = entry.value("normalized", !token.special);
       token.lstrip = entry.value("lstrip", false);
       token.rstrip = entry.value("rstrip", false);
       token.single_word = entry.value("single_word", false);
-      if (token.id < 0) fail("added token \"{}\" has negative id {}", token.content, token.id);
+      if (const auto it = impl->added_to_id.find(token.content); it != impl->added_to_id.end()) {
+        token.id = it->second;  // repeated content: same id, later flags win
+        for (AddedToken& existing : impl->added_tokens)
+          if (existing.content == token.content) existing = token;
+        continue;
+      }
+      if (const auto it = impl->model.vocab().find(token.content); it != impl->model.vocab().end()) {
+        token.id = it->second;
+      } else if (max_added_id < 0) {
+        token.id = static_cast<int32_t>(model_vocab_size);
+      } else {
+        token.id = static_cast<int32_t>(max_added_id >= model_vocab_size ? max_added_id + 1 : model_vocab_size);
+      }
+      max_added_id = std::max<int64_t>(max_added_id, token.id);
+      impl->added_to_id[token.content] = token.id;
       impl->added_tokens.push_back(std::move(token));
     }
     std::vector<const AddedToken*> raw, normalized;
     for (const AddedToken& token : impl->added_tokens) {
       (token.normalized ? normalized : raw).push_back(&token);
-      impl->added_to_id[token.content] = token.id;
     }
     impl->raw_matcher = AddedTokenMatcher(std::move(raw));
     impl->normalized_matcher = AddedTokenMatcher(std::move(normalized));

@@ -86,5 +86,42 @@ INSTANTIATE_TEST_SUITE_P(BothTokenizers, TokenizerParity,
                            return name;
                          });
 
+// Variants of the small tokenizer that switch on options the real ones leave off
+// (tools/tokenizer_oracle/make_variants.js); checked on a third of the corpus plus flag probes.
+class TokenizerVariantParity : public testing::TestWithParam<const char*> {};
+
+TEST_P(TokenizerVariantParity, SubsetMatchesHuggingFace) {
+  const std::string name = GetParam();
+  const Tokenizer tokenizer = Tokenizer::from_file(kDataDir / "tokenizer" / "variants" / (name + ".json"));
+  const auto corpus = read_json_lines(kDataDir / "tokenizer" / "corpus.jsonl");
+  const auto expected = read_json_lines(kDataDir / "tokenizer" / ("expected_variant_" + name + ".jsonl"));
+  ASSERT_GE(expected.size(), 900u);
+  size_t mismatches = 0;
+  for (const auto& entry : expected) {
+    const size_t line = entry.at("line").get<size_t>();
+    ASSERT_GE(line, 1u);
+    ASSERT_LE(line, corpus.size());
+    const std::string text = corpus[line - 1].get<std::string>();
+    const auto want_ids = entry.at("ids").get<std::vector<int32_t>>();
+    const std::vector<int32_t> ids = tokenizer.encode(text);
+    const std::string decoded = tokenizer.decode(want_ids);
+    const std::string decoded_skip = tokenizer.decode(want_ids, /*skip_special_tokens=*/true);
+    if (ids != want_ids || decoded != entry.at("decoded").get<std::string>() ||
+        decoded_skip != entry.at("decoded_skip_special").get<std::string>()) {
+      ++mismatches;
+      ADD_FAILURE() << name << " line " << line << " " << nlohmann::json(text).dump() << "\n  ours: " << ids_text(ids)
+                    << " " << nlohmann::json(decoded).dump() << " / " << nlohmann::json(decoded_skip).dump()
+                    << "\n  HF:   " << ids_text(want_ids) << " " << entry.at("decoded").dump() << " / "
+                    << entry.at("decoded_skip_special").dump();
+    }
+  }
+  EXPECT_EQ(mismatches, 0u);
+  std::cout << "variant " << name << ": " << expected.size() << " strings, " << mismatches << " mismatches\n";
+}
+
+INSTANTIATE_TEST_SUITE_P(Variants, TokenizerVariantParity,
+                         testing::Values("gpt2_style", "split_behaviors", "split_invert", "added_flags"),
+                         [](const testing::TestParamInfo<const char*>& info) { return std::string(info.param); });
+
 }  // namespace
 }  // namespace deepinfer

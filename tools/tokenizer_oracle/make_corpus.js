@@ -283,6 +283,17 @@ for (let i = 0; i < 40; ++i) {
   add(paragraphs.join(pick(['\n\n', '\n', ' ', '\r\n\r\n'])));
 }
 
+// Probes for added-token flags (used by the added_flags variant, harmless elsewhere): word
+// boundaries for single_word, whitespace around lstrip/rstrip tokens, overlapping contents.
+const flagProbes = [
+  'hello', 'hello world', 'say hello', 'say hello!', 'helloing', 'ahello', 'hello2', 'hello_x', 'héllo hello',
+  'world', ' world', '   world', '\tworld', 'hello   world   ', 'the', 'the end', 'theory', 'other', 'bathe', 'the\n\nnext',
+  'the  \t  next', '数字', ' 数字 ', 'a  数字  b', '数字数字', '  <think>  reasoning  </think>  answer',
+  '<｜User｜>x marks', '<｜User｜>y', '  <｜User｜>  hi', 'singing ringing thing', 'ing', 'ING', 'hello<think>hello',
+  'hellothe', 'the hello the', 'x</think>   \n\ny', '\u00a0<think>\u00a0', '\u3000<｜User｜>\u3000', 'héllo',
+];
+flagProbes.forEach(add);
+
 const lines = corpus.map((text) => JSON.stringify(text));
 fs.mkdirSync(path.dirname(outFile), { recursive: true });
 fs.writeFileSync(outFile, lines.join('\n') + '\n');
