@@ -267,7 +267,7 @@ class Renderer {
       case Expr::Kind::kList: {
         ValueList items;
         for (const auto& child : e.children) items.push_back(eval(*child));
-        return Value::list(std::move(items));
+        return e.name == "tuple" ? Value::tuple(std::move(items)) : Value::list(std::move(items));
       }
       case Expr::Kind::kDict: {
         ValueDict entries;
@@ -463,7 +463,7 @@ class Renderer {
     } else if (object.is_dict()) {
       if (name == "items") {
         ValueList pairs;
-        for (const auto& [k, v] : object.entries()) pairs.push_back(Value::list({Value::string(k), v}));
+        for (const auto& [k, v] : object.entries()) pairs.push_back(Value::tuple({Value::string(k), v}));
         return Value::list(std::move(pairs));
       }
       if (name == "keys" || name == "values") {

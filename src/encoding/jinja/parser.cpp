@@ -417,11 +417,14 @@ class ExprParser {
       ++pos_;
       if (is_op(")")) {
         ++pos_;
-        return make(Expr::Kind::kList);  // empty tuple
+        auto empty = make(Expr::Kind::kList);
+        empty->name = "tuple";
+        return empty;
       }
       ExprPtr inner = parse_expression();
       if (is_op(",")) {  // tuple: behaves as a list here
         auto list = make(Expr::Kind::kList);
+        list->name = "tuple";
         list->children.push_back(std::move(inner));
         while (is_op(",")) {
           ++pos_;

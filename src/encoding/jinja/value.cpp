@@ -41,6 +41,11 @@ Value Value::list(ValueList items) {
   v.list_ = std::make_shared<ValueList>(std::move(items));
   return v;
 }
+Value Value::tuple(ValueList items) {
+  Value v = list(std::move(items));
+  v.tuple_ = true;
+  return v;
+}
 Value Value::dict(ValueDict items) {
   Value v;
   v.kind_ = Kind::kDict;
@@ -149,8 +154,9 @@ std::string Value::repr() const {
     case Kind::kFloat: return encoding::python_float_repr(float_);
     case Kind::kString: return python_string_repr(string_);
     case Kind::kList: {
-      std::string out = "[";
+      std::string out = tuple_ ? "(" : "[";
       for (size_t i = 0; i < list_->size(); ++i) out += (i ? ", " : "") + (*list_)[i].repr();
+      if (tuple_) return out + (list_->size() == 1 ? ",)" : ")");
       return out + "]";
     }
     case Kind::kDict: {

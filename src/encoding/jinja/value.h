@@ -28,6 +28,7 @@ class Value {
   static Value floating(double f);
   static Value string(std::string s);
   static Value list(ValueList items);
+  static Value tuple(ValueList items);  // a list that prints as (a, b)
   static Value dict(ValueDict items);
   static Value make_namespace(ValueDict attrs);
   static Value from_json(const encoding::Json& json);
@@ -61,6 +62,7 @@ class Value {
  private:
   Kind kind_ = Kind::kUndefined;
   bool bool_ = false;
+  bool tuple_ = false;
   int64_t int_ = 0;
   double float_ = 0;
   std::string string_;
