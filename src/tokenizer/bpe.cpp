@@ -76,9 +76,11 @@ BpeModel BpeModel::from_json(const nlohmann::json& model) {
     } else {
       fail("tokenizer.json: merge {} must be \"a b\" or [\"a\", \"b\"], found {}", rank, merge.dump());
     }
+    const int32_t left_id = id_of(left, rank);
+    const int32_t right_id = id_of(right, rank);
     const int32_t merged_id = id_of(left + right, rank);
     // A repeated pair keeps its last rank, like HF's HashMap insert.
-    result.merges_[pair_key(id_of(left, rank), id_of(right, rank))] = Merge{static_cast<int32_t>(rank), merged_id};
+    result.merges_[pair_key(left_id, right_id)] = Merge{static_cast<int32_t>(rank), merged_id};
   }
 
   const auto& alphabet = utf8::byte_to_code_point();

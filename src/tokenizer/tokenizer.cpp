@@ -190,9 +190,7 @@ Tokenizer Tokenizer::from_file(const std::filesystem::path& tokenizer_json) {
   } catch (const nlohmann::json::exception& error) {
     fail("tokenizer: {} has an unexpected structure: {}", tokenizer_json.string(), error.what());
   } catch (const Error& error) {
-    const std::string message = error.what();
-    if (message.rfind("tokenizer", 0) == 0) throw;
-    fail("tokenizer: {}: {}", tokenizer_json.string(), message);
+    fail("tokenizer: loading {}: {}", tokenizer_json.string(), error.what());
   }
 }
 
