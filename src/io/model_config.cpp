@@ -152,13 +152,19 @@ RopeParams parse_rope(const json& obj, const std::string& label, const RopeDefau
   return p;
 }
 
+// int(head_dim * partial_rotary_factor), as the reference computes it; the factor must be in (0, 1].
+int64_t rotary_dims(int64_t head_dim, double factor, const std::string& name, const std::string& source) {
+  if (!(factor > 0.0 && factor <= 1.0)) fail("{}: '{}' must be in (0, 1], found {}", source, name, factor);
+  return static_cast<int64_t>(static_cast<double>(head_dim) * factor);
+}
+
 // Rotary width a rope dict asks for; V4 uses one width for main and compress ropes.
 void check_rope_width(const json& obj, const std::string& label, int64_t head_dim, int64_t rope_dim,
                       const std::string& source) {
   if (!obj.contains("partial_rotary_factor") || obj["partial_rotary_factor"].is_null()) return;
   const json& v = obj["partial_rotary_factor"];
   if (!v.is_number()) fail("{}: '{}.partial_rotary_factor' must be a number, found {}", source, label, v.dump());
-  const auto dims = static_cast<int64_t>(static_cast<double>(head_dim) * v.get<double>());
+  const auto dims = rotary_dims(head_dim, v.get<double>(), label + ".partial_rotary_factor", source);
   if (dims != rope_dim) {
     fail("{}: '{}.partial_rotary_factor' {} gives {} rotary dims but the model uses {} (qk_rope_head_dim); "
          "different widths per rope are not supported",
@@ -206,7 +212,9 @@ void parse_rope_section(const json& root, const Reader& r, ModelConfig& c, const
 
 void parse_layer_schedules(const json& root, const Reader& r, ModelConfig& c, const std::string& source) {
   const int64_t n = c.num_hidden_layers;
-  if (n < 0) fail("{}: num_hidden_layers must be positive, found {}", source, n);
+  // Bounded before the per-layer lists are built from it (a corrupt value must not exhaust memory).
+  constexpr int64_t kMaxLayers = 100000;
+  if (n <= 0 || n > kMaxLayers) fail("{}: num_hidden_layers must be in [1, {}], found {}", source, kMaxLayers, n);
 
   // compress_rates dict, then the legacy scalar overrides.
   if (r.has("compress_rates")) {
@@ -445,7 +453,7 @@ ModelConfig parse_model_config(const std::string& json_text, const std::string& 
 
   // Rotary width: partial_rotary_factor > legacy qk_rope_head_dim > 64/512 of head_dim.
   if (r.has("partial_rotary_factor")) {
-    c.qk_rope_head_dim = static_cast<int64_t>(static_cast<double>(c.head_dim) * r.number("partial_rotary_factor", 0.0));
+    c.qk_rope_head_dim = rotary_dims(c.head_dim, r.number("partial_rotary_factor", 0.0), "partial_rotary_factor", source);
   } else if (r.has("qk_rope_head_dim")) {
     c.qk_rope_head_dim = r.integer("qk_rope_head_dim", 0);
   } else {
