@@ -19,6 +19,10 @@ std::string human_bytes(double bytes) {
 
 LoadProgress::LoadProgress() : tty_(isatty(STDERR_FILENO) == 1), start_(std::chrono::steady_clock::now()) {}
 
+LoadProgress::~LoadProgress() {
+  if (tty_ && last_percent_ >= 0 && !finished_) std::fprintf(stderr, "\r%80s\r", "");
+}
+
 void LoadProgress::update(size_t done, size_t total) {
   total_ = total;
   if (!tty_ || total == 0) return;
@@ -35,6 +39,7 @@ void LoadProgress::update(size_t done, size_t total) {
 
 void LoadProgress::finish() {
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  finished_ = true;
   if (tty_ && last_percent_ >= 0) std::fputc('\n', stderr);
   std::fprintf(stderr, "loaded %s of weights in %.2f s\n", human_bytes(double(total_)).c_str(), seconds);
 }

@@ -152,7 +152,7 @@ const CommandRegistration registration{Command{
         } catch (const std::exception& e) {
           // One line for main(): multi-line messages (lists of missing tensors) are joined.
           std::string message = e.what();
-          std::replace(message.begin(), message.end(), '\n', ' ');
+          for (size_t pos; (pos = message.find('\n')) != std::string::npos;) message.replace(pos, 1, "; ");
           throw Error(message);
         }
       };
