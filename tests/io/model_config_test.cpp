@@ -135,6 +135,49 @@ TEST(ModelConfigLegacy, CompressRatiosQkRopeHeadDimAndHashLayers) {
   EXPECT_EQ(c.mlp_layer_types, (std::vector<MlpKind>{MlpKind::HashMoE, MlpKind::MoE, MlpKind::MoE, MlpKind::MoE}));
 }
 
+// The layout of the original DeepSeek release: only legacy keys, MTP layer in compress_ratios,
+// flat YaRN rope_scaling and an FP8 quantization_config.
+TEST(ModelConfigLegacy, ReleasedFlashStyleConfig) {
+  json j = json::parse(R"({
+    "model_type": "deepseek_v4", "vocab_size": 129280, "hidden_size": 4096, "moe_intermediate_size": 2048,
+    "num_hidden_layers": 43, "num_attention_heads": 64, "num_key_value_heads": 1, "head_dim": 512,
+    "qk_rope_head_dim": 64, "q_lora_rank": 1024, "o_lora_rank": 1024, "o_groups": 8, "n_routed_experts": 256,
+    "n_shared_experts": 1, "num_experts_per_tok": 6, "num_hash_layers": 3, "compress_rate_csa": 4,
+    "compress_rate_hca": 128, "rope_theta": 10000, "compress_rope_theta": 160000,
+    "rope_scaling": {"type": "yarn", "factor": 16, "original_max_position_embeddings": 65536,
+                     "beta_fast": 32, "beta_slow": 1},
+    "max_position_embeddings": 1048576, "sliding_window": 128, "index_n_heads": 64, "index_head_dim": 128,
+    "index_topk": 512, "num_nextn_predict_layers": 1, "eos_token_id": 1, "bos_token_id": 0,
+    "quantization_config": {"activation_scheme": "dynamic", "fmt": "e4m3", "quant_method": "fp8",
+                            "scale_fmt": "ue8m0", "weight_block_size": [128, 128]}
+  })");
+  std::vector<int> ratios{0, 0};
+  for (int i = 2; i < 43; ++i) ratios.push_back(i % 2 == 0 ? 4 : 128);
+  ratios.push_back(0);  // the MTP layer
+  j["compress_ratios"] = ratios;
+  const ModelConfig c = parse(j);
+  ASSERT_EQ(c.layer_types.size(), 43u);
+  EXPECT_EQ(c.layer_types[0], AK::Sliding);
+  EXPECT_EQ(c.layer_types[1], AK::Sliding);
+  EXPECT_EQ(c.layer_types[2], AK::CSA);
+  EXPECT_EQ(c.layer_types[3], AK::HCA);
+  EXPECT_EQ(c.layer_types[42], AK::CSA);
+  EXPECT_EQ(c.compress_rate(3), 128);
+  EXPECT_EQ(c.qk_rope_head_dim, 64);
+  EXPECT_EQ(c.mlp_layer_types[2], MlpKind::HashMoE);
+  EXPECT_EQ(c.mlp_layer_types[3], MlpKind::MoE);
+  EXPECT_EQ(c.rope_main.type, "default");
+  EXPECT_EQ(c.rope_main.theta, 10000.0);
+  EXPECT_EQ(c.rope_compress.type, "yarn");
+  EXPECT_EQ(c.rope_compress.theta, 160000.0);
+  EXPECT_EQ(c.rope_compress.factor, 16.0);
+  EXPECT_EQ(c.rope_compress.original_max_position_embeddings, 65536);
+  EXPECT_EQ(c.rope_compress.attention_factor, std::optional<double>(1.0));
+  EXPECT_EQ(c.quant_method, "fp8");
+  EXPECT_EQ(c.weight_block_size, (std::vector<int64_t>{128, 128}));
+  EXPECT_EQ(c.num_nextn_predict_layers, 1);
+}
+
 TEST(ModelConfigLegacy, ScalarCompressRatesOverrideTheDict) {
   json j = small_config();
   j["compress_rates"] = {{"compressed_sparse_attention", 8}, {"heavily_compressed_attention", 64}};
