@@ -283,6 +283,13 @@ for (let i = 0; i < 40; ++i) {
   add(paragraphs.join(pick(['\n\n', '\n', ' ', '\r\n\r\n'])));
 }
 
+// Long runs (a few KB): whitespace lookaheads over long runs, long BPE words, long numbers.
+for (const [unit, count] of [[' ', 3000], ['a', 3000], ['ab', 1500], ['\n', 2000], [' \t', 1000], ['9', 3001],
+  ['你', 1000], ['😀', 500], ['.', 2500], ['\r\n', 1000], ['x ', 1500], ['<think>', 300]]) {
+  add(unit.repeat(count));
+  add(`start ${unit.repeat(count)} end`);
+}
+
 // Probes for added-token flags (used by the added_flags variant, harmless elsewhere): word
 // boundaries for single_word, whitespace around lstrip/rstrip tokens, overlapping contents.
 const flagProbes = [
