@@ -146,6 +146,17 @@ TEST_F(Cli, GreedyFixturesMatchGoldenIds) {
   }
 }
 
+TEST_F(Cli, GenerationConfigDoSampleFalseMeansGreedy) {
+  const fs::path dir = copy_fixture("v4_tiny_b");
+  std::ofstream(dir / "generation_config.json") << R"({"do_sample": false, "temperature": 0.7, "eos_token_id": 1})";
+  const auto input = golden_ids(dir / "golden.safetensors", "p0.input_ids");
+  const auto r = run({"generate", "--model", dir.string(), "--prompt-ids", join_ids(input), "--max-tokens", "13"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  ASSERT_EQ(r.out_lines().size(), 1u) << r.out;
+  EXPECT_EQ(r.out_lines()[0], join_ids(golden_ids(dir / "golden.safetensors", "p0.generated_ids")));
+  EXPECT_NE(r.err.find("greedy"), std::string::npos) << r.err;
+}
+
 TEST_F(Cli, SeededSamplingIsReproducible) {
   auto sample = [&](const std::string& seed) {
     const auto r = run({"generate", "--model", kKjv.string(), "--prompt", "Genesis 1:1 In the beginning",

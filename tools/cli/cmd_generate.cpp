@@ -45,7 +45,8 @@ struct GenerateArgs {
 }
 
 // Defaults for unset sampling flags come from the folder's generation_config.json when it sets them
-// (as transformers does), else temperature 1, top_p 1, top_k off.
+// (temperature, top_p, top_k, do_sample=false -> greedy, as transformers reads it), else
+// temperature 1, top_p 1, top_k off.
 sampling::SamplingParams sampling_params(const GenerateArgs& args, const fs::path& dir) {
   sampling::SamplingParams params;
   const fs::path gen_config = dir / "generation_config.json";
@@ -54,6 +55,8 @@ sampling::SamplingParams sampling_params(const GenerateArgs& args, const fs::pat
     const auto json = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
     if (json.is_discarded() || !json.is_object()) fail("{}: not a valid JSON object", gen_config.string());
     if (json.contains("temperature") && json["temperature"].is_number()) params.temperature = json["temperature"];
+    // transformers decodes greedily when do_sample is false, whatever the temperature says.
+    if (json.contains("do_sample") && json["do_sample"].is_boolean() && !json["do_sample"]) params.temperature = 0.0;
     if (json.contains("top_p") && json["top_p"].is_number()) params.top_p = json["top_p"];
     if (json.contains("top_k") && json["top_k"].is_number_integer()) params.top_k = json["top_k"];
   }
@@ -117,10 +120,10 @@ int run_generate(const GenerateArgs& args) {
   const auto& s = result.stats;
   std::fprintf(stderr,
                "prompt tokens: %lld | generated: %lld (%s) | prefill: %.1f tok/s | decode: %.1f tok/s | "
-               "seed: %llu | threads: %s\n",
+               "seed: %s | threads: %s\n",
                static_cast<long long>(s.prompt_tokens), static_cast<long long>(s.generated_tokens),
                engine::to_string(result.finish), s.prefill_tokens_per_second(), s.decode_tokens_per_second(),
-               static_cast<unsigned long long>(params.seed),
+               params.greedy() ? "- (greedy)" : std::to_string(params.seed).c_str(),
                args.threads > 0 ? std::to_string(args.threads).c_str() : "default");
   return 0;
 }
@@ -139,7 +142,7 @@ const CommandRegistration registration{Command{
           ->default_val(64)
           ->check(CLI::PositiveNumber);
       sub.add_option("--temperature", args->temperature,
-                     "Sampling temperature; 0 = greedy. Default: generation_config.json, else 1.0");
+                     "Sampling temperature; 0 = greedy. Default: generation_config.json (do_sample false = greedy), else 1.0");
       sub.add_option("--top-p", args->top_p, "Nucleus sampling mass in (0, 1]. Default: generation_config.json, else 1.0");
       sub.add_option("--top-k", args->top_k, "Keep the K most likely tokens; 0 = off. Default: generation_config.json, else 0");
       sub.add_option("--seed", args->seed, "Random seed; the same seed gives the same tokens. Default: random (printed)");
