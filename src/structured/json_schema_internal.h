@@ -1,0 +1,47 @@
+#pragma once
+// Building blocks of the JSON Schema converter: whitespace policy, literals, numbers, formats
+// and schema merging (allOf).
+#include <nlohmann/json.hpp>
+
+#include <functional>
+#include <optional>
+
+#include "structured/grammar.h"
+#include "structured/json_schema.h"
+
+namespace deepinfer::structured::json_internal {
+
+using json = nlohmann::ordered_json;
+
+struct JsonSyntax {
+  ExprPtr ws;     // optional whitespace (empty when compact)
+  ExprPtr comma;  // ws "," ws
+  ExprPtr colon;  // ws ":" ws
+  ExprPtr open_object, close_object, open_array, close_array;  // with inner ws
+};
+JsonSyntax make_syntax(const JsonSchemaOptions& options);
+
+// The value written exactly (objects with sorted keys, as nlohmann::json stores them).
+ExprPtr literal_value_expr(const json& value, const JsonSyntax& syntax);
+ExprPtr quoted_string_literal(const std::string& text);
+
+ExprPtr any_number_expr();
+ExprPtr any_integer_expr();
+// Integers in [lo, hi] (either side open when absent), exact digit by digit.
+ExprPtr integer_range_expr(std::optional<int64_t> lo, std::optional<int64_t> hi);
+struct Bound {
+  int64_t value;
+  bool exclusive;
+};
+// Decimal numbers (no exponent) within integer-valued bounds.
+ExprPtr bounded_number_expr(std::optional<Bound> lo, std::optional<Bound> hi);
+
+// String content (between the quotes) for a `format`; throws unsupported for unknown formats.
+ExprPtr format_content_expr(const std::string& format);
+
+// Resolves a "$ref" against the root document; throws unsupported for remote references.
+using RefResolver = std::function<const json&(const std::string& ref)>;
+// allOf of two schemas as one schema, or throws unsupported when that cannot be done exactly.
+json merge_schemas(const json& a, const json& b, const RefResolver& resolve, int depth = 0);
+
+}  // namespace deepinfer::structured::json_internal

@@ -1,0 +1,90 @@
+#include <gtest/gtest.h>
+
+#include <regex>
+
+#include "structured/compiled_grammar.h"
+#include "structured/regex.h"
+
+namespace deepinfer::structured {
+namespace {
+
+bool grammar_accepts(const std::string& pattern, const std::string& text) {
+  return CompiledGrammar::compile(regex_grammar(pattern))->accepts(text);
+}
+
+// Patterns checked against std::regex (ECMAScript, full match) on many strings.
+TEST(Regex, AgreesWithStdRegexOnAsciiPatterns) {
+  const std::vector<std::string> patterns = {
+      "abc", "a|b|cd", "a*", "a+b?", "(ab)*c", "[a-c]+", "[^a-c]x", "\\d{2,4}", "\\w+@\\w+\\.com", "a{3}",
+      "a{2,}", "(a|b){0,3}c", "[\\d.]+", "\\s*x\\s*", "[A-Z][a-z]*( [A-Z][a-z]*)*", "x.y", "(?:ab|cd)+",
+      "-?(0|[1-9][0-9]*)(\\.[0-9]+)?", "[-a]", "[a-]", "\\(\\)", "\\x41\\u0042",
+  };
+  const std::vector<std::string> texts = {
+      "", "a", "b", "ab", "abc", "cd", "aaa", "aaaa", "abababc", "c", "bbx", "dx", "12", "12345", "123",
+      "foo@bar.com", "a.b", "  x ", "x", "Hello World", "Hello world", "xzy", "x\ny", "abcd", "-0.5", "01",
+      "-", "a{,2}", "()", "AB", "12.5.", "aa",
+  };
+  for (auto& p : patterns) {
+    std::regex reference(p, std::regex::ECMAScript);
+    for (auto& t : texts) {
+      EXPECT_EQ(grammar_accepts(p, t), std::regex_match(t, reference)) << "pattern /" << p << "/ text '" << t << "'";
+    }
+  }
+}
+
+TEST(Regex, UnicodeClassesMatchWholeCharacters) {
+  EXPECT_TRUE(grammar_accepts("[à-ÿ]+", "éü"));
+  EXPECT_FALSE(grammar_accepts("[à-ÿ]+", "e"));
+  EXPECT_TRUE(grammar_accepts(".", "€"));
+  EXPECT_FALSE(grammar_accepts(".", "\xE2\x82"));  // a partial UTF-8 sequence is not a character
+  EXPECT_TRUE(grammar_accepts("[^a]", "😀"));
+  EXPECT_TRUE(grammar_accepts("\\u{1F600}", "😀"));
+  EXPECT_TRUE(grammar_accepts("\\uD83D\\uDE00", "😀"));
+}
+
+TEST(Regex, AnchorsAtTheEndsAreAccepted) {
+  EXPECT_TRUE(grammar_accepts("^abc$", "abc"));
+  EXPECT_FALSE(grammar_accepts("^abc$", "xabc"));
+}
+
+TEST(Regex, SearchModeMatchesAnywhere) {
+  RegexOptions options;
+  options.anchoring = RegexOptions::Anchoring::kSearch;
+  auto g = CompiledGrammar::compile(single_rule_grammar(parse_regex("b+", options)));
+  EXPECT_TRUE(g->accepts("abbc"));
+  EXPECT_FALSE(g->accepts("ac"));
+  auto anchored = CompiledGrammar::compile(single_rule_grammar(parse_regex("^b", options)));
+  EXPECT_TRUE(anchored->accepts("bx"));
+  EXPECT_FALSE(anchored->accepts("xb"));
+}
+
+void expect_error(const std::string& pattern, GrammarErrorKind kind) {
+  try {
+    regex_grammar(pattern);
+    FAIL() << "no error for /" << pattern << "/";
+  } catch (const GrammarError& e) {
+    EXPECT_EQ(e.kind(), kind) << pattern << ": " << e.what();
+  }
+}
+
+TEST(Regex, RejectsUnsupportedConstructsWithTypedErrors) {
+  expect_error("(a)\\1", GrammarErrorKind::kUnsupported);
+  expect_error("a(?=b)", GrammarErrorKind::kUnsupported);
+  expect_error("a(?!b)", GrammarErrorKind::kUnsupported);
+  expect_error("(?<=a)b", GrammarErrorKind::kUnsupported);
+  expect_error("\\bword", GrammarErrorKind::kUnsupported);
+  expect_error("\\p{L}", GrammarErrorKind::kUnsupported);
+  expect_error("a^b", GrammarErrorKind::kUnsupported);
+}
+
+TEST(Regex, RejectsMalformedPatternsAsInvalid) {
+  expect_error("(ab", GrammarErrorKind::kInvalid);
+  expect_error("ab)", GrammarErrorKind::kInvalid);
+  expect_error("*a", GrammarErrorKind::kInvalid);
+  expect_error("[b-a]", GrammarErrorKind::kInvalid);
+  expect_error("a{3,2}", GrammarErrorKind::kInvalid);
+  expect_error("[abc", GrammarErrorKind::kInvalid);
+}
+
+}  // namespace
+}  // namespace deepinfer::structured
