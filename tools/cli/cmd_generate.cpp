@@ -12,6 +12,7 @@
 
 #include "cli/command.h"
 #include "core/error.h"
+#include "core/thread_pool.h"
 #include "engine/generator.h"
 #include "engine/load_progress.h"
 #include "io/model_config.h"
@@ -120,11 +121,11 @@ int run_generate(const GenerateArgs& args) {
   const auto& s = result.stats;
   std::fprintf(stderr,
                "prompt tokens: %lld | generated: %lld (%s) | prefill: %.1f tok/s | decode: %.1f tok/s | "
-               "seed: %s | threads: %s\n",
+               "seed: %s | threads: %zu\n",
                static_cast<long long>(s.prompt_tokens), static_cast<long long>(s.generated_tokens),
                engine::to_string(result.finish), s.prefill_tokens_per_second(), s.decode_tokens_per_second(),
                params.greedy() ? "- (greedy)" : std::to_string(params.seed).c_str(),
-               args.threads > 0 ? std::to_string(args.threads).c_str() : "default");
+               ThreadPool::global().size());
   return 0;
 }
 
