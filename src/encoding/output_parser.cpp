@@ -123,8 +123,6 @@ MessageDelta StreamingOutputParser::finish() {
   if (mode_ == Mode::kToolBlock) fail_block("unterminated tool-call block", delta);
   if (!pending_.empty() && mode_ != Mode::kDone) emit_text(std::move(pending_), delta);
   pending_.clear();
-  if (message_.finish_reason.empty() && mode_ == Mode::kDone)
-    message_.finish_reason = message_.tool_calls.empty() ? "stop" : "tool_calls";
   mode_ = Mode::kDone;
   return delta;
 }
@@ -165,11 +163,15 @@ int StreamingOutputParser::find_marker(const std::vector<std::string>& markers, 
   if (best < 0) return -1;
   // A marker starting earlier might still complete with more input: then wait, so that streaming
   // decides exactly like a one-piece parse.
+  // The same holds for a longer marker starting where the found one starts (stop "\n\n" versus
+  // "\n\n<｜DSML｜...").
   if (!final) {
-    for (size_t q = 0; q < best_pos; ++q) {
+    for (size_t q = 0; q <= best_pos; ++q) {
       std::string_view rest(pending_.data() + q, pending_.size() - q);
       for (const auto& marker : markers)
-        if (rest.size() < marker.size() && starts_with(marker, rest)) return -2;
+        if (rest.size() < marker.size() && starts_with(marker, rest) &&
+            (q < best_pos || marker.size() > markers[best].size()))
+          return -2;
     }
   }
   position = best_pos;
@@ -195,11 +197,10 @@ bool StreamingOutputParser::step_text(bool final, MessageDelta& delta) {
     if (!final && pending_.size() < think.size() && starts_with(think, pending_)) return false;
     if (starts_with(pending_, think)) pending_.erase(0, think.size());
   }
-  if (!pending_.empty()) at_start_ = false;
+  at_start_ = false;
 
   // Markers that end the current run of text; their index says what to do.
   std::vector<std::string> markers = {eos};
-  size_t stops_begin = markers.size();
   for (const auto& stop : options_.stop) markers.push_back(stop);
   size_t special_begin = markers.size();
   if (mode_ == Mode::kReasoning) {
@@ -237,7 +238,6 @@ bool StreamingOutputParser::step_text(bool final, MessageDelta& delta) {
     in_call_ = false;
     block_raw_ = marker;
   }
-  (void)stops_begin;
   return true;
 }
 
@@ -362,7 +362,7 @@ void StreamingOutputParser::finish_call(const std::string& body, MessageDelta& d
 void StreamingOutputParser::fail_block(const std::string& why, MessageDelta& delta) {
   if (message_.error.empty()) message_.error = why;
   // Everything since the last good call goes out as content; no more tool parsing.
-  std::string raw = block_raw_ + (in_call_ ? std::string() : std::string());
+  std::string raw = std::move(block_raw_);
   block_raw_.clear();
   call_text_.clear();
   in_call_ = false;

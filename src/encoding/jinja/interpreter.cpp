@@ -250,8 +250,8 @@ class Renderer {
       case Expr::Kind::kAttribute: return get_attribute(eval(*e.children[0]), e.name, e.line);
       case Expr::Kind::kItem: return get_item(eval(*e.children[0]), eval(*e.children[1]), e.line);
       case Expr::Kind::kSlice: return slice(e);
-      case Expr::Kind::kCall: return call(e);
-      case Expr::Kind::kFilter: return filter(e);
+      case Expr::Kind::kCall: return limited(call(e), e.line);
+      case Expr::Kind::kFilter: return limited(filter(e), e.line);
       case Expr::Kind::kTest: return Value::boolean(test(e) != e.negated);
       case Expr::Kind::kUnary: {
         Value operand = eval(*e.children[0]);
@@ -260,7 +260,7 @@ class Renderer {
         if (e.name == "+") return operand;
         return operand.kind() == Value::Kind::kFloat ? Value::floating(-operand.as_double()) : Value::integer(-operand.as_int());
       }
-      case Expr::Kind::kBinary: return binary(e);
+      case Expr::Kind::kBinary: return limited(binary(e), e.line);
       case Expr::Kind::kCondition:
         if (eval(*e.children[1]).truthy()) return eval(*e.children[0]);
         return e.children[2] ? eval(*e.children[2]) : Value();
@@ -286,6 +286,14 @@ class Renderer {
       }
     }
     return Value();
+  }
+
+  // Strings and lists built by expressions obey the output limit too (e.g. repeated doubling).
+  static Value limited(Value value, int line) {
+    if ((value.is_string() && value.as_string().size() > kMaxOutputBytes) ||
+        (value.is_list() && value.items().size() > kMaxIterations))
+      runtime_error(line, "value too large");
+    return value;
   }
 
   Value get_attribute(const Value& object, const std::string& name, int line) {

@@ -106,6 +106,14 @@ def cases():
     out["v4/dsml_lookalike_in_content"] = {"format": "v4", "thinking": False, "output": "a <｜DSML｜ b\n\n<x>" + EOS,
                                            "expected": {"reasoning_content": "", "content": "a <｜DSML｜ b\n\n<x>",
                                                         "tool_calls": [], "finish_reason": "stop", "error": ""}}
+    blocked = well_formed("v4", False, "", "a", [WEATHER])
+    out["v4/stop_string_prefix_of_tool_block"] = dict(blocked, stop=["\n\n"])
+    out["v4/stop_string_blank_line"] = {"format": "v4", "thinking": False, "stop": ["\n\n"], "output": "a\n\nb" + EOS,
+                                        "expected": {"reasoning_content": "", "content": "a", "tool_calls": [],
+                                                     "finish_reason": "stop", "error": ""}}
+    out["v4/think_token_twice"] = {"format": "v4", "thinking": True, "output": "<think><think>x</think>y" + EOS,
+                                   "expected": {"reasoning_content": "<think>x", "content": "y", "tool_calls": [],
+                                                "finish_reason": "stop", "error": ""}}
     return out
 
 
