@@ -4,7 +4,7 @@ set -euo pipefail
 packages=(build-essential cmake ninja-build pkg-config git
   nlohmann-json3-dev libpcre2-dev libopenblas-dev libcli11-dev libfmt-dev libspdlog-dev
   libgtest-dev libgmock-dev libbenchmark-dev pybind11-dev python3-dev libxxhash-dev
-  python3-jinja2 clang libclang-rt-14-dev nodejs npm)
+  python3-jinja2 clang libclang-rt-14-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
