@@ -230,6 +230,7 @@ class EbnfParser {
     }
     if (c == '(') {
       ++pos_;
+      if (depth > 100) throw_unsupported("ebnf", "groups nested too deeply");
       ExprPtr inner = parse_alternation(depth + 1);
       skip_space();
       if (peek() != ')') invalid("expected ')'");

@@ -15,7 +15,8 @@
 namespace deepinfer::structured {
 
 std::string JsonSchemaOptions::cache_key() const {
-  return fmt::format("{}:{}", whitespace == Whitespace::kCompact ? "compact" : "flexible", max_whitespace);
+  return fmt::format("{}:{}:{}", whitespace == Whitespace::kCompact ? "compact" : "flexible", max_whitespace,
+                     assert_formats ? "formats" : "no-formats");
 }
 
 namespace {
@@ -143,7 +144,11 @@ class SchemaConverter {
     if (depth > 200) return;
     if (s.is_object()) {
       if (s.contains("$id") && s["$id"].is_string()) ids_[s["$id"].get<std::string>()] = &s;
-      if (s.contains("$anchor") && s["$anchor"].is_string()) anchors_["#" + s["$anchor"].get<std::string>()] = &s;
+      if (s.contains("$anchor") && s["$anchor"].is_string()) {
+        std::string name = "#" + s["$anchor"].get<std::string>();
+        if (anchors_.count(name)) ambiguous_anchors_.insert(name);
+        anchors_[name] = &s;
+      }
       for (auto& [k, v] : s.items()) {
         if (k != "enum" && k != "const" && k != "default" && k != "examples") index_ids(v, depth + 1);
       }
@@ -153,6 +158,9 @@ class SchemaConverter {
   }
 
   const json& resolve(const std::string& ref) {
+    if (ambiguous_anchors_.count(ref)) {
+      throw_unsupported("$anchor", fmt::format("anchor '{}' is defined in several resource scopes", ref));
+    }
     auto anchor = anchors_.find(ref);
     if (anchor != anchors_.end()) return *anchor->second;
     std::string base, fragment;
@@ -227,6 +235,16 @@ class SchemaConverter {
     if (depth > kMaxDepth) throw_unsupported("$ref", "schema nests too deeply");
     if (schema.is_boolean()) return schema.get<bool>() ? any_value() : make_nothing();
     if (!schema.is_object()) throw_invalid("schema", "a schema must be an object or a boolean");
+    if (schema.contains("$schema") && depth == 0 && schema["$schema"] != "https://json-schema.org/draft/2020-12/schema" &&
+        schema["$schema"] != "https://json-schema.org/draft/2020-12/schema#") {
+      throw_unsupported("$schema", "only the draft 2020-12 meta-schema is supported");
+    }
+    if (schema.contains("dependencies")) throw_unsupported("dependencies", "the pre-2019 'dependencies' keyword is not supported");
+    if (schema.contains("if")) {
+      for (auto& key : {"unevaluatedProperties", "unevaluatedItems"}) {
+        if (schema.contains(key) && !is_trivially_true(schema[key])) throw_unsupported(key, fmt::format("{} with 'if'", key));
+      }
+    }
     if (schema.contains("$dynamicRef")) throw_unsupported("$dynamicRef", "dynamic references are not supported");
     if (schema.contains("$recursiveRef")) throw_unsupported("$recursiveRef", "recursive references are not supported");
     if (schema.contains("allOf")) {
@@ -234,7 +252,10 @@ class SchemaConverter {
       if (!subs.is_array() || subs.empty()) throw_invalid("allOf", "allOf must be a non-empty array");
       json merged = schema;
       merged.erase("allOf");
-      for (auto& sub : subs) merged = json_internal::merge_schemas(merged, sub, resolver());
+      for (auto& sub : subs) {
+        json_internal::check_no_unevaluated(sub, resolver());
+        merged = json_internal::merge_schemas(merged, sub, resolver());
+      }
       return convert(merged, depth + 1);
     }
     if (schema.contains("$ref")) {
@@ -243,7 +264,8 @@ class SchemaConverter {
       json siblings = schema;
       siblings.erase("$ref");
       if (!has_validation_keywords(siblings)) return ref_expr(ref);
-      json merged = json_internal::merge_schemas(resolve(ref), siblings, resolver());
+      json_internal::check_no_unevaluated(resolve(ref), resolver());
+      json merged = json_internal::merge_schemas(siblings, resolve(ref), resolver());
       return convert(merged, depth + 1);
     }
     if (schema.contains("anyOf") || schema.contains("oneOf")) return convert_alternatives(schema, depth);
@@ -425,7 +447,7 @@ class SchemaConverter {
   static std::string literal_text(const json& v) {
     if (v.is_number_float()) {
       double d = v.get<double>();
-      if (std::isfinite(d) && d == std::floor(d) && std::fabs(d) < 1e15) return std::to_string(static_cast<int64_t>(d));
+      if (std::isfinite(d) && d == std::floor(d) && std::fabs(d) < 1e18) return std::to_string(static_cast<int64_t>(d));
     }
     if (v.is_object()) {
       std::string out = "{";
@@ -535,7 +557,7 @@ class SchemaConverter {
         constraints.push_back(parse_regex(pattern, options));
       }
     }
-    if (schema.contains("format")) {
+    if (schema.contains("format") && options_.assert_formats) {
       if (!schema["format"].is_string()) throw_invalid("format", "format must be a string");
       constraints.push_back(json_internal::format_content_expr(schema["format"].get<std::string>()));
     }
@@ -614,6 +636,7 @@ class SchemaConverter {
   Grammar grammar_;
   std::map<std::string, int> ref_rules_;
   std::map<std::string, const json*> ids_, anchors_;
+  std::set<std::string> ambiguous_anchors_;
   int any_value_rule_ = -1;
 };
 

@@ -22,6 +22,9 @@ struct JsonSchemaOptions {
   // `max_whitespace` of space / tab / newline / CR around structural characters.
   Whitespace whitespace = Whitespace::kFlexible;
   uint32_t max_whitespace = 24;
+  // Enforce `format` (date, time, date-time, uuid, email, ipv4, ipv6, uri). When false, format is
+  // an annotation only (the JSON Schema default for validators).
+  bool assert_formats = true;
   std::string cache_key() const;
 };
 

@@ -42,6 +42,10 @@ ExprPtr format_content_expr(const std::string& format);
 // Resolves a "$ref" against the root document; throws unsupported for remote references.
 using RefResolver = std::function<const json&(const std::string& ref)>;
 // allOf of two schemas as one schema, or throws unsupported when that cannot be done exactly.
+// `a` is the outer schema (its unevaluated* keywords see b's annotations); `b` is an in-place
+// child and may not carry unevaluated* keywords (they could not see a's annotations).
 json merge_schemas(const json& a, const json& b, const RefResolver& resolve, int depth = 0);
+// Throws unsupported when an in-place applicator child uses unevaluatedProperties/Items.
+void check_no_unevaluated(const json& schema, const RefResolver& resolve, int depth = 0);
 
 }  // namespace deepinfer::structured::json_internal

@@ -119,7 +119,27 @@ void merge_arrays(json& out, const json& a, const json& b, const RefResolver& re
   }
 }
 
+bool trivially_true(const json& s) {
+  if (s.is_boolean()) return s.get<bool>();
+  return s.is_object() && s.empty();
+}
+
 }  // namespace
+
+void check_no_unevaluated(const json& s, const RefResolver& resolve, int depth) {
+  if (!s.is_object() || depth > 16) return;
+  for (auto& key : {"unevaluatedProperties", "unevaluatedItems"}) {
+    if (s.contains(key) && !trivially_true(s[key])) {
+      throw_unsupported(key, fmt::format("{} in a subschema combined with other keywords", key));
+    }
+  }
+  if (s.contains("$ref") && s["$ref"].is_string()) check_no_unevaluated(resolve(s["$ref"].get<std::string>()), resolve, depth + 1);
+  for (auto& key : {"allOf", "anyOf", "oneOf"}) {
+    if (s.contains(key) && s[key].is_array()) {
+      for (auto& sub : s[key]) check_no_unevaluated(sub, resolve, depth + 1);
+    }
+  }
+}
 
 json merge_schemas(const json& a_in, const json& b_in, const RefResolver& resolve, int depth) {
   if (depth > kMaxMergeDepth) throw_unsupported("allOf", "schemas nest too deeply to combine");
@@ -144,6 +164,8 @@ json merge_schemas(const json& a_in, const json& b_in, const RefResolver& resolv
   }
   const json& a = a_in;
   const json& b = b_in;
+  check_no_unevaluated(b, resolve);
+  if (depth > 0) check_no_unevaluated(a, resolve);
   json out = a;
   bool objects = false, arrays = false;
   for (auto& [key, bv] : b.items()) {

@@ -1,5 +1,6 @@
 // Literals, whitespace and numbers for the JSON Schema converter.
 #include <cmath>
+#include <map>
 #include <string>
 
 #include "structured/json_schema_internal.h"
@@ -103,9 +104,13 @@ ExprPtr quoted_string_literal(const std::string& text) { return make_literal(jso
 
 ExprPtr literal_value_expr(const json& value, const JsonSyntax& syntax) {
   if (value.is_object()) {
+    // Members in sorted key order (a canonical order; schema order is unknown for literals).
+    std::map<std::string, const json*> sorted;
+    for (auto& [key, member] : value.items()) sorted[key] = &member;
     std::vector<ExprPtr> parts{syntax.open_object};
     bool first = true;
-    for (auto& [key, member] : value.items()) {
+    for (auto& [key, member_ptr] : sorted) {
+      const json& member = *member_ptr;
       if (!first) parts.push_back(syntax.comma);
       first = false;
       parts.push_back(quoted_string_literal(key));
@@ -127,7 +132,7 @@ ExprPtr literal_value_expr(const json& value, const JsonSyntax& syntax) {
   if (value.is_number_float()) {
     double v = value.get<double>();
     // Integral values are written as integers (1.0 and 1 are the same JSON number).
-    if (std::isfinite(v) && v == std::floor(v) && std::fabs(v) < 1e15) {
+    if (std::isfinite(v) && v == std::floor(v) && std::fabs(v) < 1e18) {
       return make_literal(std::to_string(static_cast<int64_t>(v)));
     }
   }

@@ -6,6 +6,7 @@ namespace deepinfer::structured {
 namespace {
 
 constexpr uint32_t kMaxRepeat = 1000;
+constexpr int kMaxGroupDepth = 100;
 
 CodepointSet digit_set() { return CodepointSet::range('0', '9'); }
 CodepointSet word_set() {
@@ -150,6 +151,7 @@ class RegexParser {
     switch (c) {
       case '(': {
         ++pos_;
+        if (++group_depth_ > kMaxGroupDepth) unsupported("groups nested too deeply");
         if (peek_byte() == '?') {
           ++pos_;
           char kind = peek_byte();
@@ -170,6 +172,7 @@ class RegexParser {
         ExprPtr inner = parse_alternation(false);
         if (peek_byte() != ')') invalid("missing ')'");
         ++pos_;
+        --group_depth_;
         return inner;
       }
       case '[': return options_.encoder(parse_class());
@@ -323,6 +326,7 @@ class RegexParser {
   std::string_view src_;
   const RegexOptions& options_;
   size_t pos_ = 0;
+  int group_depth_ = 0;
 };
 
 }  // namespace

@@ -1,0 +1,134 @@
+#include <gtest/gtest.h>
+
+#include "structured/compiled_grammar.h"
+#include "structured/json_schema.h"
+
+namespace deepinfer::structured {
+namespace {
+
+std::shared_ptr<const CompiledGrammar> compile(const std::string& schema, bool compact = true) {
+  JsonSchemaOptions options;
+  if (compact) options.whitespace = JsonSchemaOptions::Whitespace::kCompact;
+  return CompiledGrammar::compile(json_schema_grammar(schema, options));
+}
+
+TEST(JsonSchema, ObjectMembersFollowDeclarationOrderWithOptionalOnes) {
+  auto g = compile(R"({"type":"object","properties":{"a":{"type":"integer"},"b":{"type":"string"},"c":{"type":"boolean"}},
+                       "required":["b"],"additionalProperties":false})");
+  EXPECT_TRUE(g->accepts(R"({"b":"x"})"));
+  EXPECT_TRUE(g->accepts(R"({"a":1,"b":"x","c":true})"));
+  EXPECT_TRUE(g->accepts(R"({"b":"x","c":false})"));
+  EXPECT_FALSE(g->accepts(R"({"a":1})"));
+  EXPECT_FALSE(g->accepts(R"({"b":"x","d":1})"));
+  EXPECT_FALSE(g->accepts(R"({"b":"x",})"));
+}
+
+TEST(JsonSchema, AdditionalPropertiesCannotReuseDeclaredNames) {
+  auto g = compile(R"({"properties":{"a":{"type":"integer"}},"additionalProperties":{"type":"string"}})");
+  EXPECT_TRUE(g->accepts(R"({"a":1,"b":"x","ab":"y"})"));
+  EXPECT_FALSE(g->accepts(R"({"a":1,"a":"x"})"));
+  EXPECT_FALSE(g->accepts(R"({"b":1})"));
+}
+
+TEST(JsonSchema, IntegerRangesAreExact) {
+  auto g = compile(R"({"type":"integer","minimum":-15,"exclusiveMaximum":1234})");
+  for (int v = -40; v < 1400; ++v) {
+    EXPECT_EQ(g->accepts(std::to_string(v)), v >= -15 && v < 1234) << v;
+  }
+  EXPECT_FALSE(g->accepts("007"));
+  EXPECT_FALSE(g->accepts("-0"));
+}
+
+TEST(JsonSchema, NumberBoundsWithFractions) {
+  auto g = compile(R"({"type":"number","exclusiveMinimum":-2,"maximum":3})");
+  EXPECT_TRUE(g->accepts("-1.99"));
+  EXPECT_TRUE(g->accepts("3"));
+  EXPECT_TRUE(g->accepts("3.000"));
+  EXPECT_TRUE(g->accepts("0.5"));
+  EXPECT_FALSE(g->accepts("3.01"));
+  EXPECT_FALSE(g->accepts("-2"));
+  EXPECT_FALSE(g->accepts("-2.0"));
+  EXPECT_FALSE(g->accepts("-2.0001"));
+  EXPECT_TRUE(g->accepts("-1.0001"));
+}
+
+TEST(JsonSchema, StringsWithLengthPatternAndFormat) {
+  auto g = compile(R"({"type":"string","minLength":2,"maxLength":4,"pattern":"^[a-zé]+$"})");
+  EXPECT_TRUE(g->accepts(R"("ab")"));
+  EXPECT_TRUE(g->accepts(R"("éééé")"));
+  EXPECT_FALSE(g->accepts(R"("a")"));
+  EXPECT_FALSE(g->accepts(R"("abcde")"));
+  EXPECT_FALSE(g->accepts(R"("aB")"));
+  auto date = compile(R"({"type":"string","format":"date"})");
+  EXPECT_TRUE(date->accepts(R"("2024-02-29")"));
+  EXPECT_FALSE(date->accepts(R"("2023-02-29")"));
+  EXPECT_FALSE(date->accepts(R"("2023-04-31")"));
+  auto escapes = compile(R"({"type":"string","maxLength":2})");
+  EXPECT_TRUE(escapes->accepts(R"("\"\n")"));
+  EXPECT_TRUE(escapes->accepts(R"("\u001f")"));
+  EXPECT_FALSE(escapes->accepts(R"("\"\n\t")"));
+}
+
+TEST(JsonSchema, ArraysWithPrefixItemsAndCounts) {
+  auto g = compile(R"({"prefixItems":[{"type":"integer"},{"type":"string"}],"items":{"type":"boolean"},"minItems":1,"maxItems":3})");
+  EXPECT_TRUE(g->accepts("[1]"));
+  EXPECT_TRUE(g->accepts(R"([1,"a",true])"));
+  EXPECT_FALSE(g->accepts("[]"));
+  EXPECT_FALSE(g->accepts(R"([1,"a",true,false])"));
+  EXPECT_FALSE(g->accepts(R"(["a"])"));
+}
+
+TEST(JsonSchema, RecursiveRefsAndAnyOf) {
+  auto g = compile(R"({"$defs":{"node":{"type":"object","properties":{"value":{"type":"integer"},
+                       "children":{"type":"array","items":{"$ref":"#/$defs/node"}}},"required":["value"],
+                       "additionalProperties":false}},"$ref":"#/$defs/node"})");
+  EXPECT_TRUE(g->accepts(R"({"value":1,"children":[{"value":2},{"value":3,"children":[]}]})"));
+  EXPECT_FALSE(g->accepts(R"({"value":1,"children":[{"children":[]}]})"));
+  auto any = compile(R"({"anyOf":[{"type":"string"},{"type":"integer","minimum":5}]})");
+  EXPECT_TRUE(any->accepts(R"("x")"));
+  EXPECT_TRUE(any->accepts("7"));
+  EXPECT_FALSE(any->accepts("4"));
+}
+
+TEST(JsonSchema, FlexibleWhitespaceIsBounded) {
+  JsonSchemaOptions options;
+  options.max_whitespace = 3;
+  auto g = CompiledGrammar::compile(json_schema_grammar(R"({"type":"array","items":{"type":"integer"}})", options));
+  EXPECT_TRUE(g->accepts("[ 1 ,\n 2 ]"));
+  EXPECT_TRUE(g->accepts("[1,2]"));
+  EXPECT_FALSE(g->accepts("[    1]"));
+}
+
+void expect_error(const std::string& schema, GrammarErrorKind kind, const std::string& keyword) {
+  try {
+    compile(schema);
+    FAIL() << "no error for " << schema;
+  } catch (const GrammarError& e) {
+    EXPECT_EQ(e.kind(), kind) << schema << ": " << e.what();
+    EXPECT_EQ(e.keyword(), keyword) << schema << ": " << e.what();
+  }
+}
+
+TEST(JsonSchema, TypedErrorsNameTheKeyword) {
+  expect_error(R"({"type":"array","uniqueItems":true})", GrammarErrorKind::kUnsupported, "uniqueItems");
+  expect_error(R"({"type":"number","multipleOf":3})", GrammarErrorKind::kUnsupported, "multipleOf");
+  expect_error(R"({"not":{"type":"string"}})", GrammarErrorKind::kUnsupported, "not");
+  expect_error(R"({"type":"string","pattern":"(a)\\1"})", GrammarErrorKind::kUnsupported, "pattern");
+  expect_error(R"({"type":"string","format":"hostname-ish"})", GrammarErrorKind::kUnsupported, "format");
+  expect_error(R"({"oneOf":[{"type":"integer"},{"minimum":2}]})", GrammarErrorKind::kUnsupported, "oneOf");
+  expect_error(R"({"type":"strin"})", GrammarErrorKind::kInvalid, "type");
+  expect_error(R"({"$ref":"#/$defs/missing"})", GrammarErrorKind::kInvalid, "$ref");
+  expect_error(R"({"type":"object","required":["a"],"properties":{"a":false}})", GrammarErrorKind::kUnsatisfiable, "grammar");
+  expect_error(R"({"type":"integer","minimum":5,"maximum":4})", GrammarErrorKind::kUnsatisfiable, "grammar");
+  expect_error("{not json", GrammarErrorKind::kInvalid, "schema");
+}
+
+TEST(JsonSchema, OneOfWithDisjointBranchesIsSupported) {
+  auto g = compile(R"({"oneOf":[{"type":"integer","maximum":3},{"type":"integer","minimum":10}]})");
+  EXPECT_TRUE(g->accepts("2"));
+  EXPECT_TRUE(g->accepts("11"));
+  EXPECT_FALSE(g->accepts("5"));
+}
+
+}  // namespace
+}  // namespace deepinfer::structured
