@@ -49,6 +49,7 @@ std::string rope_text(const io::RopeParams& r) {
   if (r.type == "yarn")
     text += fmt::format(", factor {:g}, original context {}, beta {:g}/{:g}", r.factor,
                         r.original_max_position_embeddings, r.beta_fast, r.beta_slow);
+  if (r.type == "yarn" && r.attention_factor) text += fmt::format(", attention factor {:g}", *r.attention_factor);
   return text;
 }
 
@@ -73,6 +74,7 @@ void print_config(const io::ModelConfig& c, const fs::path& dir) {
   print_row("experts", fmt::format("{} routed (top-{}, {}, scale {:g}) + {} shared, intermediate {}", c.n_routed_experts,
                                    c.num_experts_per_tok, c.scoring_func, c.routed_scaling_factor, c.n_shared_experts,
                                    c.moe_intermediate_size));
+  print_row("SwiGLU clamp", fmt::format("{:g}", c.swiglu_limit));
   print_row("hyper-connections", fmt::format("{} copies, {} Sinkhorn iterations", c.hc_mult, c.hc_sinkhorn_iters));
   std::string special = c.bos_token_id ? fmt::format("bos {}", *c.bos_token_id) : "no bos";
   for (int64_t id : c.eos_token_ids) special += fmt::format(", eos {}", id);
