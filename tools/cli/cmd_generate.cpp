@@ -94,7 +94,9 @@ int run_generate(const GenerateArgs& args) {
   const sampling::SamplingParams params = sampling_params(args, dir);
 
   engine::LoadProgress progress;
-  const auto model = model::load_model(dir, model::LoadOptions{[&](size_t d, size_t t) { progress.update(d, t); }});
+  model::LoadOptions load_options = model::load_options_from_env();  // DEEPINFER_BATCH_INVARIANT
+  load_options.progress = [&](size_t d, size_t t) { progress.update(d, t); };
+  const auto model = model::load_model(dir, load_options);
   progress.finish();
 
   engine::Generator generator(*model, tokenizer ? &*tokenizer : nullptr,

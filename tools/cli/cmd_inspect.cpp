@@ -134,7 +134,9 @@ int run_inspect(const std::string& model_dir) {
   const fs::path dir = model_dir;
   DEEPINFER_CHECK(fs::is_directory(dir), "model folder '{}' does not exist or is not a directory", dir.string());
   engine::LoadProgress progress;
-  const auto model = model::load_model(dir, model::LoadOptions{[&](size_t d, size_t t) { progress.update(d, t); }});
+  model::LoadOptions load_options = model::load_options_from_env();  // DEEPINFER_BATCH_INVARIANT
+  load_options.progress = [&](size_t d, size_t t) { progress.update(d, t); };
+  const auto model = model::load_model(dir, load_options);
   progress.finish();
   print_config(model->config(), dir);
   print_parameters(model->parameter_summary());
