@@ -18,7 +18,7 @@ using namespace deepinfer;
 using namespace deepinfer::structured;
 
 const Tokenizer& tokenizer() {
-  static Tokenizer t = Tokenizer::from_file(std::string(DEEPINFER_TEST_DATA_DIR) + "/tokenizers/deepseek-v3/tokenizer.json");
+  static Tokenizer t = Tokenizer::from_model_dir(std::string(DEEPINFER_TEST_DATA_DIR) + "/tokenizers/deepseek-v3");
   return t;
 }
 

@@ -148,19 +148,25 @@ std::shared_ptr<const CompiledGrammar> CompiledGrammar::compile(const Grammar& g
   }
   const int m = static_cast<int>(fsms.size());
 
-  // Drop calls to rules with an empty language until stable.
-  std::vector<char> productive(m, 1);
+  // Productive rules (least fixpoint): a rule is productive when its automaton, using only calls
+  // to rules already known productive, accepts some string. Calls to the others are dropped.
+  std::vector<char> productive(m, 0);
   for (bool changed = true; changed;) {
     changed = false;
     for (int r = 0; r < m; ++r) {
-      for (auto& st : fsms[r].states) {
-        auto before = st.refs.size();
+      if (productive[r]) continue;
+      Fsm restricted = fsms[r];
+      for (auto& st : restricted.states) {
         std::erase_if(st.refs, [&](const FsmRefEdge& e) { return !productive[e.rule]; });
-        changed = changed || before != st.refs.size();
       }
-      fsms[r] = trim(fsms[r]);
-      if (productive[r] && language_is_empty(fsms[r])) productive[r] = 0, changed = true;
+      if (!language_is_empty(restricted)) productive[r] = 1, changed = true;
     }
+  }
+  for (int r = 0; r < m; ++r) {
+    for (auto& st : fsms[r].states) {
+      std::erase_if(st.refs, [&](const FsmRefEdge& e) { return !productive[e.rule]; });
+    }
+    fsms[r] = trim(fsms[r]);
   }
   if (!productive[0]) throw_unsatisfiable("grammar", "the grammar matches no string at all");
 

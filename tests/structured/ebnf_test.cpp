@@ -9,13 +9,13 @@ namespace {
 std::shared_ptr<const CompiledGrammar> compile(const std::string& text) { return CompiledGrammar::compile(parse_ebnf(text)); }
 
 TEST(Ebnf, ArithmeticWithRecursionAndComments) {
-  auto g = compile(R"(
+  auto g = compile(R"g(
     # arithmetic
     root ::= expr
     expr ::= term (("+" | "-") term)*
     term ::= factor ("*" factor)*
     factor ::= [0-9]+ | "(" expr ")"
-  )");
+  )g");
   EXPECT_TRUE(g->accepts("1+2*(3-4)"));
   EXPECT_TRUE(g->accepts("((7))"));
   EXPECT_FALSE(g->accepts("1+"));
@@ -24,7 +24,7 @@ TEST(Ebnf, ArithmeticWithRecursionAndComments) {
 }
 
 TEST(Ebnf, RepetitionCountsClassesAndEscapes) {
-  auto g = compile(R"(root ::= [a-c]{2,3} "\n" [^0-9x]? "\x41" "\u00e9" .)");
+  auto g = compile(R"g(root ::= [a-c]{2,3} "\n" [^0-9x]? "\x41" "\u00e9" .)g");
   EXPECT_TRUE(g->accepts("ab\nAé€"));
   EXPECT_TRUE(g->accepts("abc\nzAéz"));
   EXPECT_FALSE(g->accepts("a\nAéz"));
@@ -60,7 +60,8 @@ TEST(Ebnf, TypedErrors) {
   expect_error("root ::= (\"a\"", GrammarErrorKind::kInvalid);           // missing ')'
   expect_error("root = \"a\"", GrammarErrorKind::kInvalid);              // no ::=
   expect_error("root ::= root \"a\" | \"b\"", GrammarErrorKind::kUnsupported);  // left recursion
-  expect_error("root ::= x\nx ::= x", GrammarErrorKind::kUnsupported);
+  expect_error("root ::= x\nx ::= \"b\" | x \"a\"", GrammarErrorKind::kUnsupported);
+  expect_error("root ::= x\nx ::= x", GrammarErrorKind::kUnsatisfiable);
   expect_error("root ::= x\nx ::= \"a\" x", GrammarErrorKind::kUnsatisfiable);  // no finite string
   expect_error("root ::= [b-a]", GrammarErrorKind::kInvalid);
 }

@@ -115,7 +115,9 @@ TEST(Matcher, TokensSpanningSymbolsAndPartialUtf8) {
   ASSERT_TRUE(matcher.accept_token(id_of("\xE2\x82")));
   EXPECT_FALSE(matcher.can_end());
   matcher.fill_next_token_bitmask(mask);
-  EXPECT_EQ(testing::allowed_ids(mask, vocab.vocab_size()), std::vector<int32_t>{id_of("\xAC")});
+  auto allowed = testing::allowed_ids(mask, vocab.vocab_size());
+  ASSERT_FALSE(allowed.empty());
+  for (int32_t id : allowed) EXPECT_EQ(vocab.token(id), "\xAC");  // the single byte and its duplicate
 }
 
 TEST(Matcher, RollbackRestoresMasksExactly) {

@@ -15,7 +15,7 @@ using ojson = nlohmann::ordered_json;
 
 GrammarCompiler& compiler() {
   static GrammarCompiler instance(TokenizerIndex::from_tokenizer(
-      Tokenizer::from_file(std::string(DEEPINFER_TEST_DATA_DIR) + "/tokenizers/deepseek-v3/tokenizer.json")));
+      Tokenizer::from_model_dir(std::string(DEEPINFER_TEST_DATA_DIR) + "/tokenizers/deepseek-v3")));
   return instance;
 }
 
@@ -176,7 +176,7 @@ TEST(RealTokenizer, RollbackRestoresMasks) {
 
 TEST(RealTokenizer, EncodedJsonIsAcceptedTokenByToken) {
   auto grammar = compiler().compile_any_json();
-  Tokenizer tokenizer = Tokenizer::from_file(std::string(DEEPINFER_TEST_DATA_DIR) + "/tokenizers/deepseek-v3/tokenizer.json");
+  Tokenizer tokenizer = Tokenizer::from_model_dir(std::string(DEEPINFER_TEST_DATA_DIR) + "/tokenizers/deepseek-v3");
   const std::string text = R"({"name": "Zoë \"Z\" 😀", "list": [1, -2.5e3, true, null, {"x": []}], "ok": false})";
   GrammarMatcher matcher(grammar);
   std::vector<int32_t> mask(grammar->vocab().mask_words());

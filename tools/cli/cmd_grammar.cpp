@@ -3,6 +3,7 @@
 // too. Exit 0: complete match; 1: rejected or incomplete (says where); 2: invalid / unsupported
 // grammar (prints the typed error).
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <memory>
@@ -55,7 +56,10 @@ int run_check(const GrammarCheckArgs& args) {
   if (args.any_json) spec = {GrammarKind::kAnyJson, "", {}};
   if (args.compact) spec.json_options.whitespace = JsonSchemaOptions::Whitespace::kCompact;
 
-  Tokenizer tokenizer = Tokenizer::from_file(args.tokenizer_file);
+  // With a tokenizer_config.json next to the file, EOS (the stop token) is known too.
+  std::filesystem::path tokenizer_path(args.tokenizer_file);
+  bool has_config = std::filesystem::exists(tokenizer_path.parent_path() / "tokenizer_config.json");
+  Tokenizer tokenizer = has_config ? Tokenizer::from_model_dir(tokenizer_path.parent_path()) : Tokenizer::from_file(tokenizer_path);
   GrammarCompiler compiler(TokenizerIndex::from_tokenizer(tokenizer));
   std::shared_ptr<const TokenGrammar> grammar;
   try {
