@@ -59,6 +59,7 @@ TEST(GrammarLogitsProcessor, RollbackAndPrefetch) {
   EXPECT_EQ(finite(before), finite(after));
   processor.prefetch_mask();
   EXPECT_TRUE(processor.accept(0));  // waits for the pending mask first
+  std::fill(after.begin(), after.end(), 0.f);
   processor.apply(after);
   EXPECT_EQ(finite(after), (std::vector<bool>{false, true, false, false, false, false}));
 }
