@@ -95,11 +95,11 @@ void BM_MaskRegex(benchmark::State& state) {
 }
 BENCHMARK(BM_MaskRegex)->Unit(benchmark::kMillisecond)->Iterations(20);
 
-// Full compile (front end + automata + token mask cache), no cache reuse.
+// Full compile (front end + automata + token mask cache), no cache reuse, one thread.
 void compile_time(benchmark::State& state, GrammarSpec spec) {
   vocab();
   for (auto _ : state) {
-    GrammarCompiler compiler(vocab());
+    GrammarCompiler compiler(vocab(), /*compile_threads=*/1);
     benchmark::DoNotOptimize(compiler.compile(spec));
   }
 }
@@ -108,6 +108,15 @@ void BM_CompileNestedJsonSchema(benchmark::State& state) {
   compile_time(state, {GrammarKind::kJsonSchema, kNestedSchema, {}});
 }
 BENCHMARK(BM_CompileNestedJsonSchema)->Unit(benchmark::kMillisecond);
+
+void BM_CompileNestedJsonSchemaAllThreads(benchmark::State& state) {
+  vocab();
+  for (auto _ : state) {
+    GrammarCompiler compiler(vocab(), /*compile_threads=*/0);
+    benchmark::DoNotOptimize(compiler.compile_json_schema(kNestedSchema));
+  }
+}
+BENCHMARK(BM_CompileNestedJsonSchemaAllThreads)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 void BM_CompileSimpleJsonSchema(benchmark::State& state) {
   compile_time(state, {GrammarKind::kJsonSchema, R"({"type":"object","properties":{"answer":{"type":"string"},"confidence":{"type":"number"}},"required":["answer"]})", {}});

@@ -25,7 +25,8 @@ std::shared_ptr<const CompiledGrammar> compile_grammar(const GrammarSpec& spec) 
 }
 
 std::shared_ptr<const TokenGrammar> GrammarCompiler::compile(const GrammarSpec& spec) {
-  std::string key = spec.cache_key();
+  // The compiler serves one vocabulary; its identity is part of the key all the same.
+  std::string key = std::to_string(vocab_->identity()) + "|" + spec.cache_key();
   std::promise<std::shared_ptr<const TokenGrammar>> promise;
   std::shared_future<std::shared_ptr<const TokenGrammar>> existing;
   {
@@ -40,7 +41,7 @@ std::shared_ptr<const TokenGrammar> GrammarCompiler::compile(const GrammarSpec& 
   }
   if (existing.valid()) return existing.get();
   try {
-    auto result = std::make_shared<const TokenGrammar>(compile_grammar(spec), vocab_);
+    auto result = std::make_shared<const TokenGrammar>(compile_grammar(spec), vocab_, compile_threads_);
     promise.set_value(result);
     return result;
   } catch (...) {

@@ -26,7 +26,9 @@ std::shared_ptr<const CompiledGrammar> compile_grammar(const GrammarSpec& spec);
 
 class GrammarCompiler {
  public:
-  explicit GrammarCompiler(std::shared_ptr<const TokenizerIndex> vocab) : vocab_(std::move(vocab)) {}
+  // compile_threads: workers for the token mask precomputation (0 = one per hardware thread).
+  explicit GrammarCompiler(std::shared_ptr<const TokenizerIndex> vocab, size_t compile_threads = 0)
+      : vocab_(std::move(vocab)), compile_threads_(compile_threads) {}
 
   // Thread-safe; concurrent requests for the same grammar compile it once.
   std::shared_ptr<const TokenGrammar> compile(const GrammarSpec& spec);
@@ -42,6 +44,7 @@ class GrammarCompiler {
 
  private:
   std::shared_ptr<const TokenizerIndex> vocab_;
+  size_t compile_threads_;
   mutable std::mutex mutex_;
   std::map<std::string, std::shared_future<std::shared_ptr<const TokenGrammar>>> cache_;
   size_t hits_ = 0;

@@ -23,7 +23,9 @@ struct StateTokenMasks {
 
 class TokenGrammar {
  public:
-  TokenGrammar(std::shared_ptr<const CompiledGrammar> grammar, std::shared_ptr<const TokenizerIndex> vocab);
+  // threads: workers for the per-state precomputation (0 = one per hardware thread).
+  TokenGrammar(std::shared_ptr<const CompiledGrammar> grammar, std::shared_ptr<const TokenizerIndex> vocab,
+               size_t threads = 0);
 
   const CompiledGrammar& grammar() const { return *grammar_; }
   const TokenizerIndex& vocab() const { return *vocab_; }
