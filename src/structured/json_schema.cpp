@@ -573,7 +573,7 @@ class SchemaConverter {
   }
 
   ExprPtr array_expr(const json& schema, int depth) {
-    if (schema.contains("contains")) throw_unsupported("contains", "contains is not supported");
+    if (schema.contains("contains")) return contains_array_expr(schema, depth);
     uint32_t min_items = count_keyword(schema, "minItems", 0);
     uint32_t max_items = count_keyword(schema, "maxItems", kUnbounded);
     if (schema.contains("uniqueItems") && schema["uniqueItems"].is_boolean() && schema["uniqueItems"].get<bool>() &&
@@ -622,6 +622,40 @@ class SchemaConverter {
       body = i >= min_items ? make_optional(part) : part;
     }
     return make_seq({syntax_.open_array, body, syntax_.close_array});
+  }
+
+  // `contains` with minContains = k and no upper limits: item* hit item* ... (k hits), where a
+  // hit satisfies both `items` and `contains`. Other combinations are unsupported.
+  ExprPtr contains_array_expr(const json& schema, int depth) {
+    uint32_t k = count_keyword(schema, "minContains", 1);
+    if (schema.contains("maxContains")) throw_unsupported("maxContains", "maxContains is not supported");
+    if (schema.contains("unevaluatedItems") && !is_trivially_true(schema["unevaluatedItems"])) {
+      throw_unsupported("unevaluatedItems", "unevaluatedItems together with contains");
+    }
+    if (k == 0) {
+      json rest = schema;
+      rest.erase("contains");
+      rest.erase("minContains");
+      return array_expr(rest, depth);
+    }
+    if (schema.contains("prefixItems") || schema.contains("maxItems") || count_keyword(schema, "minItems", 0) > k ||
+        (schema.contains("unevaluatedItems") && !is_trivially_true(schema["unevaluatedItems"])) ||
+        (schema.contains("uniqueItems") && schema["uniqueItems"] == true)) {
+      throw_unsupported("contains", "contains together with prefixItems / maxItems / minItems / unevaluatedItems");
+    }
+    if (k > 100) throw_unsupported("minContains", "minContains above 100");
+    json items = schema.contains("items") ? schema["items"] : json(true);
+    ExprPtr item = convert(items, depth + 1);
+    ExprPtr hit = convert(json_internal::merge_schemas(items, schema["contains"], resolver()), depth + 1);
+    ExprPtr between = make_seq({syntax_.comma, make_star(make_seq({item, syntax_.comma}))});
+    std::vector<ExprPtr> parts{syntax_.open_array, make_star(make_seq({item, syntax_.comma})), hit};
+    for (uint32_t i = 1; i < k; ++i) {
+      parts.push_back(between);
+      parts.push_back(hit);
+    }
+    parts.push_back(make_star(make_seq({syntax_.comma, item})));
+    parts.push_back(syntax_.close_array);
+    return make_seq(std::move(parts));
   }
 
   Fsm key_dfa(const ExprPtr& content) {
