@@ -2,7 +2,7 @@
 
 #include <algorithm>
 #include <array>
-#include <queue>
+#include <atomic>
 
 #include <nlohmann/json.hpp>
 
@@ -15,6 +15,37 @@ namespace {
 uint64_t pair_key(int32_t left, int32_t right) {
   return (static_cast<uint64_t>(static_cast<uint32_t>(left)) << 32) | static_cast<uint32_t>(right);
 }
+
+// A direct-mapped cache of word -> ids: bounded (no eviction bookkeeping, a colliding word just
+// replaces the slot) and per thread, so concurrent encodes never take a lock.
+struct CacheSlot {
+  size_t hash = 0;
+  bool used = false;
+  std::string word;
+  std::vector<int32_t> ids;
+};
+constexpr size_t kCacheSlots = 1 << 15;
+constexpr size_t kMaxCachedWordBytes = 256;
+
+struct WordCache {
+  uint64_t generation = 0;
+  std::vector<CacheSlot> slots;
+};
+
+// The calling thread's cache for the model with this generation; a thread keeps caches for its
+// few most recently used models.
+WordCache& thread_cache(uint64_t generation) {
+  thread_local std::array<WordCache, 4> caches;
+  thread_local size_t next_victim = 0;
+  for (WordCache& cache : caches)
+    if (cache.generation == generation) return cache;
+  WordCache& cache = caches[next_victim++ % caches.size()];
+  cache.generation = generation;
+  cache.slots.assign(kCacheSlots, CacheSlot{});
+  return cache;
+}
+
+std::atomic<uint64_t> next_cache_generation{1};
 
 void reject_if_set(const nlohmann::json& model, const char* field, const char* why) {
   const auto it = model.find(field);
@@ -31,7 +62,8 @@ BpeModel::BpeModel(BpeModel&& other) noexcept
       byte_symbol_ids_(other.byte_symbol_ids_),
       unknown_id_(other.unknown_id_),
       fuse_unknown_(other.fuse_unknown_),
-      ignore_merges_(other.ignore_merges_) {}
+      ignore_merges_(other.ignore_merges_),
+      cache_generation_(other.cache_generation_) {}
 
 BpeModel BpeModel::from_json(const nlohmann::json& model) {
   const std::string type = model.value("type", std::string("BPE"));
@@ -42,6 +74,7 @@ BpeModel BpeModel::from_json(const nlohmann::json& model) {
   reject_if_set(model, "byte_fallback", "only byte-level BPE is implemented");
 
   BpeModel result;
+  result.cache_generation_ = next_cache_generation.fetch_add(1);
   const auto& vocab = model.at("vocab");
   if (!vocab.is_object()) fail("tokenizer.json: model.vocab must be an object of token -> id, found {}", vocab.type_name());
   result.vocab_.reserve(vocab.size());
@@ -106,8 +139,12 @@ const BpeModel::Merge* BpeModel::find_merge(int32_t left, int32_t right) const {
 void BpeModel::merge_symbols(std::vector<int32_t>& symbols) const {
   const int count = static_cast<int>(symbols.size());
   if (count < 2) return;
-  std::vector<int> previous(count), next(count);
-  std::vector<bool> removed(count, false);
+  // Scratch buffers reused across calls on this thread (long words would otherwise allocate).
+  thread_local std::vector<int> previous, next;
+  thread_local std::vector<char> removed;
+  previous.resize(count);
+  next.resize(count);
+  removed.assign(count, 0);
   for (int i = 0; i < count; ++i) {
     previous[i] = i - 1;
     next[i] = i + 1 < count ? i + 1 : -1;
@@ -120,13 +157,20 @@ void BpeModel::merge_symbols(std::vector<int32_t>& symbols) const {
       return rank != other.rank ? rank > other.rank : position > other.position;
     }
   };
-  std::priority_queue<Candidate, std::vector<Candidate>, std::greater<>> queue;
+  // Min-heap on (rank, position) kept in a reused buffer.
+  thread_local std::vector<Candidate> heap;
+  heap.clear();
+  const auto push = [](const Candidate& candidate) {
+    heap.push_back(candidate);
+    std::push_heap(heap.begin(), heap.end(), std::greater<>{});
+  };
   for (int i = 0; i + 1 < count; ++i) {
-    if (const Merge* merge = find_merge(symbols[i], symbols[i + 1])) queue.push({merge->rank, i, merge->merged_id});
+    if (const Merge* merge = find_merge(symbols[i], symbols[i + 1])) push({merge->rank, i, merge->merged_id});
   }
-  while (!queue.empty()) {
-    const Candidate top = queue.top();
-    queue.pop();
+  while (!heap.empty()) {
+    std::pop_heap(heap.begin(), heap.end(), std::greater<>{});
+    const Candidate top = heap.back();
+    heap.pop_back();
     const int left = top.position;
     if (removed[left] || next[left] < 0) continue;
     const int right = next[left];
@@ -134,16 +178,16 @@ void BpeModel::merge_symbols(std::vector<int32_t>& symbols) const {
     const Merge* current = find_merge(symbols[left], symbols[right]);
     if (current == nullptr || current->merged_id != top.merged_id) continue;
     symbols[left] = top.merged_id;
-    removed[right] = true;
+    removed[right] = 1;
     next[left] = next[right];
     if (next[right] >= 0) previous[next[right]] = left;
     if (previous[left] >= 0) {
       if (const Merge* merge = find_merge(symbols[previous[left]], symbols[left]))
-        queue.push({merge->rank, previous[left], merge->merged_id});
+        push({merge->rank, previous[left], merge->merged_id});
     }
     if (next[left] >= 0) {
       if (const Merge* merge = find_merge(symbols[left], symbols[next[left]]))
-        queue.push({merge->rank, left, merge->merged_id});
+        push({merge->rank, left, merge->merged_id});
     }
   }
   size_t kept = 0;
@@ -154,11 +198,13 @@ void BpeModel::merge_symbols(std::vector<int32_t>& symbols) const {
 
 void BpeModel::encode_word(std::string_view word, bool byte_level, std::vector<int32_t>& out) const {
   if (word.empty()) return;
-  const bool cacheable = word.size() <= kMaxCachedWordBytes;
-  if (cacheable) {
-    std::lock_guard lock(cache_mutex_);
-    if (const auto it = cache_.find(word); it != cache_.end()) {
-      out.insert(out.end(), it->second.begin(), it->second.end());
+  CacheSlot* slot = nullptr;
+  size_t hash = 0;
+  if (word.size() <= kMaxCachedWordBytes) {
+    hash = std::hash<std::string_view>{}(word);
+    slot = &thread_cache(cache_generation_).slots[hash & (kCacheSlots - 1)];
+    if (slot->used && slot->hash == hash && slot->word == word) {
+      out.insert(out.end(), slot->ids.begin(), slot->ids.end());
       return;
     }
   }
@@ -203,10 +249,11 @@ void BpeModel::encode_word(std::string_view word, bool byte_level, std::vector<i
     merge_symbols(symbols);
   }
   out.insert(out.end(), symbols.begin(), symbols.end());
-  if (cacheable) {
-    std::lock_guard lock(cache_mutex_);
-    if (cache_.size() >= kCacheCapacity) cache_.clear();
-    cache_.emplace(std::string(word), std::move(symbols));
+  if (slot != nullptr) {
+    slot->used = true;
+    slot->hash = hash;
+    slot->word.assign(word);
+    slot->ids.assign(symbols.begin(), symbols.end());
   }
 }
 

@@ -1,9 +1,9 @@
 #pragma once
 // The BPE model of a tokenizer.json: vocab, ranked merges and the merge loop (lowest rank first,
-// leftmost on ties, as HF's Word::merge_all). Results are cached per pre-token word.
+// leftmost on ties, as HF's Word::merge_all). Results are cached per pre-token word in a
+// bounded, lock-free per-thread cache.
 #include <array>
 #include <cstdint>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -51,11 +51,9 @@ class BpeModel {
   bool fuse_unknown_ = false;
   bool ignore_merges_ = false;
 
-  // Bounded word cache: cleared when full so memory stays flat on long, varied inputs.
-  static constexpr size_t kCacheCapacity = 1 << 16;
-  static constexpr size_t kMaxCachedWordBytes = 256;
-  mutable std::mutex cache_mutex_;
-  mutable std::unordered_map<std::string, std::vector<int32_t>, StringHash, std::equal_to<>> cache_;
+  // Keys this model's per-thread word caches (see bpe.cpp); unique per model ever created, so a
+  // new model at a recycled address never sees stale entries.
+  uint64_t cache_generation_ = 0;
 };
 
 }  // namespace deepinfer
