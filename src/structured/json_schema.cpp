@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <map>
+#include <optional>
 #include <set>
 
 #include "structured/compiled_grammar.h"
@@ -658,6 +659,23 @@ class SchemaConverter {
     return make_seq(std::move(parts));
   }
 
+  // The quoted member names a propertyNames schema admits (names are strings, so only its string
+  // part matters); schemas that are not regular over strings are unsupported.
+  Fsm property_name_filter(const json& names) {
+    if (names.is_boolean()) return compile_dfa(*make_nothing());
+    if (!names.is_object()) throw_invalid("propertyNames", "propertyNames must be a schema");
+    json as_string = names;
+    if (names.contains("type")) {
+      const json& t = names["type"];
+      bool allows_string = t == "string" || (t.is_array() && std::find(t.begin(), t.end(), json("string")) != t.end());
+      if (!allows_string) return compile_dfa(*make_nothing());
+    }
+    as_string["type"] = "string";
+    ExprPtr keys = convert(as_string, kMaxDepth - 2);
+    if (contains_ref(*keys)) throw_unsupported("propertyNames", "propertyNames with references");
+    return compile_dfa(*keys);
+  }
+
   Fsm key_dfa(const ExprPtr& content) {
     return compile_dfa(*make_seq({make_byte('"'), content, make_byte('"')}));
   }
@@ -680,8 +698,10 @@ ExprPtr SchemaConverter::object_expr(const json& schema, int depth) {
       throw_unsupported(key, fmt::format("{} is not supported", key));
     }
   }
+  // propertyNames: member names (quoted, as written) must be in this automaton.
+  std::optional<Fsm> name_filter;
   if (schema.contains("propertyNames") && !is_trivially_true(schema["propertyNames"])) {
-    throw_unsupported("propertyNames", "propertyNames is not supported");
+    name_filter = property_name_filter(schema["propertyNames"]);
   }
   // Declared members in order, then required names that are not declared.
   std::vector<std::pair<std::string, json>> members;
@@ -738,6 +758,7 @@ ExprPtr SchemaConverter::object_expr(const json& schema, int depth) {
       }
     }
     if (!declared_in_properties && !matched) effective = additional;
+    if (name_filter && !name_filter->accepts(quoted)) effective = false;  // the name itself is invalid
     sub = effective;
     declared_keys.push_back(make_literal(quoted));
   }
@@ -746,6 +767,7 @@ ExprPtr SchemaConverter::object_expr(const json& schema, int depth) {
   // Extra members (not declared): one alternative per pattern, plus additionalProperties.
   std::vector<ExprPtr> extras;
   Fsm any_key = key_dfa(any_string_content());
+  if (name_filter) any_key = minimize(intersect(any_key, *name_filter));
   Fsm not_declared = declared_keys.empty() ? any_key : intersect(any_key, complement(compile_dfa(*make_alt(declared_keys))));
   Fsm unmatched = not_declared;
   for (size_t i = 0; i < patterns.size(); ++i) {

@@ -132,3 +132,21 @@ TEST(JsonSchema, OneOfWithDisjointBranchesIsSupported) {
 
 }  // namespace
 }  // namespace deepinfer::structured
+
+namespace deepinfer::structured {
+namespace {
+
+TEST(JsonSchema, PropertyNamesRestrictEveryMemberName) {
+  auto g = compile(R"({"type":"object","properties":{"ab":{"type":"integer"},"toolong":{"type":"integer"}},
+                       "propertyNames":{"maxLength":3,"pattern":"^[a-z]+$"}})");
+  EXPECT_TRUE(g->accepts(R"({"ab":1,"xyz":null})"));
+  EXPECT_FALSE(g->accepts(R"({"toolong":1})"));
+  EXPECT_FALSE(g->accepts(R"({"ab":1,"abcd":2})"));
+  EXPECT_FALSE(g->accepts(R"({"A":2})"));
+  auto none = compile(R"({"type":"object","propertyNames":false})");
+  EXPECT_TRUE(none->accepts("{}"));
+  EXPECT_FALSE(none->accepts(R"({"a":1})"));
+}
+
+}  // namespace
+}  // namespace deepinfer::structured
