@@ -97,7 +97,7 @@ std::shared_ptr<const CompiledGrammar> CompiledGrammar::compile(const Grammar& g
     switch (e->kind) {
       case Expr::Kind::kRef: {
         int r = e->rule;
-        if (recursive[r]) return e;
+        if (recursive[r] || !rules[r].inlinable) return e;
         if (!expanded[r]) {
           expanded[r] = expand(rules[r].body);
           if (expr_size(*expanded[r]) > kInlineLimit) keep_as_call[r] = 1;

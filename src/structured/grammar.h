@@ -95,10 +95,12 @@ class Grammar {
   struct Rule {
     std::string name;
     ExprPtr body;  // null until defined
+    bool inlinable = true;  // false: always kept as a call (shares the body between callers)
   };
   // Adds a rule (body set later for recursion); returns its index. Names need not be unique.
   int add_rule(std::string name, ExprPtr body = nullptr);
   void set_body(int rule, ExprPtr body) { rules_[rule].body = std::move(body); }
+  void set_inlinable(int rule, bool inlinable) { rules_[rule].inlinable = inlinable; }
   int find(std::string_view name) const;  // -1 when absent
   const std::vector<Rule>& rules() const { return rules_; }
   int root() const { return root_; }

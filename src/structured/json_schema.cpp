@@ -27,6 +27,8 @@ using json_internal::JsonSyntax;
 
 constexpr int kMaxDepth = 64;
 constexpr size_t kMaxOneOfDfaStates = 5000;
+// Objects with more declared members than this share member tails as rules (see object_expr).
+constexpr size_t kInlineMemberLimit = 8;
 
 const std::set<std::string> kTypeNames = {"null", "boolean", "object", "array", "number", "string", "integer"};
 
@@ -798,10 +800,19 @@ ExprPtr SchemaConverter::object_expr(const json& schema, int depth) {
     if (has_extras || members.size() > max_properties) throw_unsupported("maxProperties", "maxProperties is not supported");
   }
   // tail(i, comma): members i.. in order, then extras; `comma` says whether one is needed first.
+  // With many members the two tails of each position become shared rules (calls), keeping the
+  // automaton linear in the number of members instead of quadratic.
+  const bool shared_tails = members.size() > kInlineMemberLimit;
+  auto share = [&](ExprPtr body) {
+    if (!shared_tails) return body;
+    int rule = grammar_.add_rule("members", std::move(body));
+    grammar_.set_inlinable(rule, false);
+    return make_ref(rule);
+  };
   std::vector<ExprPtr> with_comma(members.size() + 1), without_comma(members.size() + 1);
-  with_comma[members.size()] = has_extras ? make_star(make_seq({syntax_.comma, extra})) : make_empty();
+  with_comma[members.size()] = share(has_extras ? make_star(make_seq({syntax_.comma, extra})) : make_empty());
   without_comma[members.size()] =
-      has_extras ? make_optional(make_seq({extra, make_star(make_seq({syntax_.comma, extra}))})) : make_empty();
+      share(has_extras ? make_optional(make_seq({extra, make_star(make_seq({syntax_.comma, extra}))})) : make_empty());
   for (size_t i = members.size(); i-- > 0;) {
     auto& [name, sub] = members[i];
     bool is_required = required.count(name) > 0;
@@ -813,11 +824,11 @@ ExprPtr SchemaConverter::object_expr(const json& schema, int depth) {
     }
     ExprPtr member = make_seq({make_literal(json(name).dump()), syntax_.colon, convert(sub, depth + 1)});
     if (is_required) {
-      with_comma[i] = make_seq({syntax_.comma, member, with_comma[i + 1]});
-      without_comma[i] = make_seq({member, with_comma[i + 1]});
+      with_comma[i] = share(make_seq({syntax_.comma, member, with_comma[i + 1]}));
+      without_comma[i] = share(make_seq({member, with_comma[i + 1]}));
     } else {
-      with_comma[i] = make_seq({make_optional(make_seq({syntax_.comma, member})), with_comma[i + 1]});
-      without_comma[i] = make_alt({make_seq({member, with_comma[i + 1]}), without_comma[i + 1]});
+      with_comma[i] = share(make_seq({make_optional(make_seq({syntax_.comma, member})), with_comma[i + 1]}));
+      without_comma[i] = share(make_alt({make_seq({member, with_comma[i + 1]}), without_comma[i + 1]}));
     }
   }
   return make_seq({syntax_.open_object, without_comma[0], syntax_.close_object});

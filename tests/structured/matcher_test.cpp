@@ -27,6 +27,12 @@ std::vector<GrammarSpec> specs() {
        {}},
       {GrammarKind::kJsonSchema, R"({"type":"array","items":{"enum":["ab","ba",null,12]},"maxItems":3})", compact},
       {GrammarKind::kAnyJson, "", {}},
+      // More than 8 members: member tails become shared rules (calls).
+      {GrammarKind::kJsonSchema,
+       R"({"properties":{"a":{"type":"integer"},"b":{"type":"null"},"c":{"type":"boolean"},"d":{"enum":[12]},
+          "e":{"type":"integer"},"f":{"type":"null"},"g":{"type":"boolean"},"h":{"type":"string","maxLength":2},
+          "i":{"type":"integer"},"j":{"type":"null"}},"required":["c","h"],"additionalProperties":false})",
+       compact},
   };
 }
 
