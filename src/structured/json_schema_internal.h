@@ -5,6 +5,8 @@
 
 #include <functional>
 #include <optional>
+#include <set>
+#include <string>
 
 #include "structured/grammar.h"
 #include "structured/json_schema.h"
@@ -47,5 +49,13 @@ using RefResolver = std::function<const json&(const std::string& ref)>;
 json merge_schemas(const json& a, const json& b, const RefResolver& resolve, int depth = 0);
 // Throws unsupported when an in-place applicator child uses unevaluatedProperties/Items.
 void check_no_unevaluated(const json& schema, const RefResolver& resolve, int depth = 0);
+
+// true, {} or only annotation keywords (title, $comment, $defs, ...).
+bool is_trivially_true(const json& schema);
+bool has_validation_keywords(const json& schema);
+// JSON pointer token: percent-decoding, then ~1 -> '/', ~0 -> '~'.
+std::string unescape_pointer_token(std::string token);
+// The JSON types ("number" covers integers) a schema can match; all six when unsure.
+std::set<std::string> possible_types(const json& schema);
 
 }  // namespace deepinfer::structured::json_internal
