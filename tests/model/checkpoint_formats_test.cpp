@@ -96,7 +96,8 @@ TEST(CheckpointNames, ReleasedNamesLoadToTheSameLogits) {
   EXPECT_EQ(max_rel_diff(prefill_logits(tmp.dir()), want), 0.0);
 }
 
-// Released name -> transformers in-memory module path (experts fused separately).
+// Released name -> transformers in-memory module path (experts fused separately). Written out
+// independently of src/io/tensor_names.cpp on purpose: a shared table could not catch its own typo.
 std::string in_memory_name(const std::string& released) {
   static const std::vector<std::pair<std::string, std::string>> renames = {
       {"attn.indexer.compressor.ape", "self_attn.compressor.indexer.position_bias"},
