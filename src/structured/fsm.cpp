@@ -304,12 +304,22 @@ Fsm minimize(const Fsm& dfa) {
   std::vector<int32_t> cls(n);
   for (size_t s = 0; s < n; ++s) cls[s] = dfa.states[s].final ? 1 : 0;
   size_t class_count = 0;
+  // Moore refinement. Signatures are hashed, and the scratch vector is reused: a chain of n
+  // states needs about n rounds, so each round must not allocate per state.
+  struct SignatureHash {
+    size_t operator()(const std::vector<int32_t>& v) const {
+      uint64_t h = 1469598103934665603ULL;
+      for (int32_t x : v) h = (h ^ static_cast<uint32_t>(x)) * 1099511628211ULL;
+      return static_cast<size_t>(h ^ (h >> 29));
+    }
+  };
+  std::unordered_map<std::vector<int32_t>, int32_t, SignatureHash> ids;
+  std::vector<int32_t> next(n), sig;
   while (true) {
     // Signature: own class, then (lo, hi, class) runs and (rule, class) refs.
-    std::map<std::vector<int32_t>, int32_t> ids;
-    std::vector<int32_t> next(n);
+    ids.clear();
     for (size_t s = 0; s < n; ++s) {
-      std::vector<int32_t> sig{cls[s]};
+      sig.assign(1, cls[s]);
       int32_t prev_class = -2, prev_hi = -2;
       for (auto& e : dfa.states[s].edges) {
         int32_t c = cls[e.target];
@@ -329,7 +339,8 @@ Fsm minimize(const Fsm& dfa) {
         sig.push_back(r.rule);
         sig.push_back(cls[r.target]);
       }
-      auto [it, inserted] = ids.emplace(std::move(sig), static_cast<int32_t>(ids.size()));
+      auto it = ids.find(sig);
+      if (it == ids.end()) it = ids.emplace(sig, static_cast<int32_t>(ids.size())).first;
       next[s] = it->second;
     }
     cls.swap(next);

@@ -42,6 +42,10 @@ struct ByteSet {
     for (int b = lo; b <= hi; ++b) set(static_cast<uint8_t>(b));
   }
   bool empty() const { return (words[0] | words[1] | words[2] | words[3]) == 0; }
+  bool subset_of(const ByteSet& o) const {
+    return ((words[0] & ~o.words[0]) | (words[1] & ~o.words[1]) | (words[2] & ~o.words[2]) |
+            (words[3] & ~o.words[3])) == 0;
+  }
   ByteSet& operator|=(const ByteSet& o) {
     for (int i = 0; i < 4; ++i) words[i] |= o.words[i];
     return *this;

@@ -63,6 +63,14 @@ TokenizerIndex::TokenizerIndex(Vocabulary vocabulary) : vocab_(std::move(vocabul
   }
   auto end = static_cast<uint32_t>(token_order_.size());
   trie_.push_back(TrieNode{0, 0, static_cast<uint32_t>(trie_.size() + 1), end, end});
+  // Children come after their parent in preorder, so one backward pass fills every set.
+  descendant_bytes_.assign(trie_.size(), ByteSet{});
+  for (size_t i = trie_size(); i-- > 0;) {
+    for (size_t child = i + 1; child < trie_[i].subtree_end; child = trie_[child].subtree_end) {
+      descendant_bytes_[i].set(trie_[child].byte);
+      descendant_bytes_[i] |= descendant_bytes_[child];
+    }
+  }
 }
 
 bool TokenizerIndex::is_stop_token(int32_t id) const {

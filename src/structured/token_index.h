@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "structured/grammar.h"
+
 namespace deepinfer {
 class Tokenizer;
 }
@@ -45,12 +47,16 @@ class TokenizerIndex {
   const std::vector<TrieNode>& trie() const { return trie_; }
   size_t trie_size() const { return trie_.size() - 1; }
   const std::vector<int32_t>& token_order() const { return token_order_; }
+  // Every byte that appears below node i (its own byte excluded): lets a walk accept a whole
+  // subtree at once when the automaton loops on all of them.
+  const ByteSet& descendant_bytes(size_t i) const { return descendant_bytes_[i]; }
   size_t max_token_length() const { return max_length_; }
 
  private:
   Vocabulary vocab_;
   std::vector<TrieNode> trie_;
   std::vector<int32_t> token_order_;
+  std::vector<ByteSet> descendant_bytes_;
   size_t max_length_ = 0;
   uint64_t identity_ = 0;
 };

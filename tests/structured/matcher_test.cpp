@@ -33,6 +33,9 @@ std::vector<GrammarSpec> specs() {
           "e":{"type":"integer"},"f":{"type":"null"},"g":{"type":"boolean"},"h":{"type":"string","maxLength":2},
           "i":{"type":"integer"},"j":{"type":"null"}},"required":["c","h"],"additionalProperties":false})",
        compact},
+      // Two states read 'a' into the same string loop of a called rule, and tokens such as
+      // `ab")` leave that rule partway: a shared subtree walk with run-time checked tokens.
+      {GrammarKind::kEbnf, "root ::= item\nitem ::= (\"\\\"\" | \"'\" [0-9]?) [a-z]* \"\\\"\" | \"(\" item \")\"", {}},
   };
 }
 
@@ -124,6 +127,28 @@ TEST(Matcher, TokensSpanningSymbolsAndPartialUtf8) {
   auto allowed = testing::allowed_ids(mask, vocab.vocab_size());
   ASSERT_FALSE(allowed.empty());
   for (int32_t id : allowed) EXPECT_EQ(vocab.token(id), "\xAC");  // the single byte and its duplicate
+}
+
+// Inside "(" item ")", a token such as `ab")` finishes the string rule and continues in the
+// caller: it is decided at run time, also when its subtree walk is shared between states.
+TEST(Matcher, TokensLeavingARuleFromASharedSubtree) {
+  auto grammar = token_grammar(specs().back());
+  const auto& vocab = grammar->vocab();
+  auto id_of = [&](const std::string& bytes) {
+    for (size_t i = 0; i < vocab.vocab_size(); ++i) {
+      if (vocab.token(static_cast<int32_t>(i)) == bytes) return static_cast<int32_t>(i);
+    }
+    return -1;
+  };
+  std::vector<int32_t> mask(vocab.mask_words());
+  for (const char* prefix : {"(\"", "('", "(('7"}) {
+    GrammarMatcher matcher(grammar);
+    ASSERT_TRUE(matcher.accept_bytes(prefix)) << prefix;
+    matcher.fill_next_token_bitmask(mask);
+    EXPECT_EQ(mask, brute_force_mask(matcher)) << prefix;
+    EXPECT_TRUE(test_mask_bit(mask, id_of("ab\")"))) << prefix;
+    EXPECT_EQ(test_mask_bit(mask, id_of("b\"))")), prefix[1] == '(') << prefix;
+  }
 }
 
 TEST(Matcher, RollbackRestoresMasksExactly) {

@@ -188,5 +188,34 @@ TEST(RealTokenizer, EncodedJsonIsAcceptedTokenByToken) {
   EXPECT_TRUE(matcher.can_end());
 }
 
+// The precomputed masks (whole trie subtrees accepted at once where the automaton loops) must
+// equal a token-by-token brute force on the real vocabulary, inside strings with CJK, escapes
+// and emoji, in property-name exclusion states and in a UTF-8 regex class.
+TEST(RealTokenizer, MasksEqualBruteForceAlongEncodedOutputs) {
+  Tokenizer tokenizer = Tokenizer::from_model_dir(std::string(DEEPINFER_TEST_DATA_DIR) + "/tokenizers/deepseek-v3");
+  struct Case {
+    GrammarSpec spec;
+    std::string text;
+  };
+  const std::vector<Case> cases = {
+      {{GrammarKind::kJsonSchema,
+        R"({"type":"object","properties":{"answer":{"type":"string"},"note":{"type":"string","maxLength":12}},"required":["answer"]})",
+        {}},
+       R"({"answer": "北京是中国的首都 \"quoted\" 😀 done", "annotation": "x"})"},
+      {{GrammarKind::kRegex, R"(([^\s,]+, ){1,3}[^.]+\.)", {}}, "naïve, 東京, Zoë42."},
+  };
+  for (const auto& c : cases) {
+    auto grammar = compiler().compile(c.spec);
+    GrammarMatcher matcher(grammar);
+    std::vector<int32_t> mask(grammar->vocab().mask_words());
+    for (int32_t id : tokenizer.encode(c.text)) {
+      matcher.fill_next_token_bitmask(mask);
+      ASSERT_EQ(mask, testing::brute_force_mask(matcher)) << c.spec.text << " after " << matcher.tokens_accepted() << " tokens";
+      ASSERT_TRUE(matcher.accept_token(id)) << "token '" << grammar->vocab().token(id) << "'";
+    }
+    EXPECT_TRUE(matcher.can_end()) << c.spec.text;
+  }
+}
+
 }  // namespace
 }  // namespace deepinfer::structured

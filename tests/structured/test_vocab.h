@@ -19,7 +19,8 @@ inline std::shared_ptr<const TokenizerIndex> synthetic_vocab() {
   for (const char* t : {"{\"", "\":", "\",", "\"}", " \"", "\": \"", "true", "false", "null", "12", "123", "0.",
                         ".5", "e+", "abc", "ab", "name", "\"name\"", "age", "\"age\":", "},{", "[{", "}]", "\n ", "  ",
                         ",\"", "\xE2\x82", "\xAC", "\xE2\x82\xAC", "\xC3", "\xA9x", "ba", "aaa", "-1", "\\n", "\\\"",
-                        "\\u00", "1f", "[]", "{}", "\"\"", "20", "-0", "2024-", "01-", "T12:", ":00Z", "@", ".com"}) {
+                        "\\u00", "1f", "[]", "{}", "\"\"", "20", "-0", "2024-", "01-", "T12:", ":00Z", "@", ".com", "ab\")",
+                        "a\"", "b\"))", "'a"}) {
     v.tokens.push_back(t);
   }
   v.tokens.push_back("<eos>");
