@@ -22,7 +22,8 @@ struct JsonSchemaOptions {
   // `max_whitespace` of space / tab / newline / CR around structural characters.
   Whitespace whitespace = Whitespace::kFlexible;
   uint32_t max_whitespace = 24;
-  // Enforce `format` (date, time, date-time, uuid, email, ipv4, ipv6, uri). When false, format is
+  // Enforce `format` (date, time, date-time, duration, uuid, email, ipv4, ipv6, uri, uri-reference,
+  // iri, iri-reference, uri-template, json-pointer, relative-json-pointer). When false, format is
   // an annotation only (the JSON Schema default for validators).
   bool assert_formats = true;
   std::string cache_key() const;

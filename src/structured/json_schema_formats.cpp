@@ -73,19 +73,62 @@ std::string email_regex() {
   return local + "@" + domain;
 }
 
-std::string uri_regex() {
-  const std::string unreserved = "[A-Za-z0-9._~-]", pct = "%[0-9A-Fa-f]{2}", subdelims = "[!$&'()*+,;=]";
+// RFC 3986 URIs and URI references; with `international`, RFC 3987 IRIs (ucschar allowed where
+// unreserved characters are, private-use characters in the query).
+std::string uri_regex(bool international, bool reference) {
+  const std::string ucschar =
+      international ? "\\u{A0}-\\u{D7FF}\\u{F900}-\\u{FDCF}\\u{FDF0}-\\u{FFEF}\\u{10000}-\\u{1FFFD}\\u{20000}-\\u{2FFFD}"
+                      "\\u{30000}-\\u{3FFFD}\\u{40000}-\\u{4FFFD}\\u{50000}-\\u{5FFFD}\\u{60000}-\\u{6FFFD}"
+                      "\\u{70000}-\\u{7FFFD}\\u{80000}-\\u{8FFFD}\\u{90000}-\\u{9FFFD}\\u{A0000}-\\u{AFFFD}"
+                      "\\u{B0000}-\\u{BFFFD}\\u{C0000}-\\u{CFFFD}\\u{D0000}-\\u{DFFFD}\\u{E1000}-\\u{EFFFD}"
+                    : "";
+  const std::string iprivate = international ? "|[\\u{E000}-\\u{F8FF}\\u{F0000}-\\u{FFFFD}\\u{100000}-\\u{10FFFD}]" : "";
+  const std::string unreserved = "[A-Za-z0-9._~" + ucschar + "-]", pct = "%[0-9A-Fa-f]{2}", subdelims = "[!$&'()*+,;=]";
   const std::string pchar = "(" + unreserved + "|" + pct + "|" + subdelims + "|[:@])";
   const std::string userinfo = "(" + unreserved + "|" + pct + "|" + subdelims + "|:)*";
-  const std::string ip_literal = "\\[(" + ipv6_regex() + "|[vV][0-9a-fA-F]+\\.(" + unreserved + "|" + subdelims + "|:)+)\\]";
+  const std::string ascii_unreserved = "[A-Za-z0-9._~-]";
+  const std::string ip_literal =
+      "\\[(" + ipv6_regex() + "|[vV][0-9a-fA-F]+\\.(" + ascii_unreserved + "|" + subdelims + "|:)+)\\]";
   const std::string reg_name = "(" + unreserved + "|" + pct + "|" + subdelims + ")*";
   const std::string host = "(" + ip_literal + "|" + kIpv4 + "|" + reg_name + ")";
   const std::string authority = "(" + userinfo + "@)?" + host + "(:[0-9]*)?";
   const std::string segment = pchar + "*", segment_nz = pchar + "+";
-  const std::string hier = "(//" + authority + "(/" + segment + ")*|/(" + segment_nz + "(/" + segment + ")*)?|" +
-                           segment_nz + "(/" + segment + ")*|)";
-  const std::string tail = "(" + pchar + "|[/?])*";
-  return "[A-Za-z][A-Za-z0-9+.-]*:" + hier + "(\\?" + tail + ")?(#" + tail + ")?";
+  const std::string path_tail = "(/" + segment + ")*";
+  const std::string query = "(\\?(" + pchar + "|[/?]" + iprivate + ")*)?", fragment = "(#(" + pchar + "|[/?])*)?";
+  const std::string network_or_absolute = "//" + authority + path_tail + "|/(" + segment_nz + path_tail + ")?";
+  const std::string absolute = "[A-Za-z][A-Za-z0-9+.-]*:(" + network_or_absolute + "|" + segment_nz + path_tail + "|)" +
+                               query + fragment;
+  if (!reference) return absolute;
+  // relative-ref: the first segment of a relative path may not hold a colon (it would read as a scheme).
+  const std::string segment_nz_nc = "(" + unreserved + "|" + pct + "|" + subdelims + "|@)+";
+  const std::string relative = "(" + network_or_absolute + "|" + segment_nz_nc + path_tail + "|)" + query + fragment;
+  return "(" + absolute + "|" + relative + ")";
+}
+
+// RFC 3339 appendix A durations: weeks stand alone; each unit may only be followed by the next.
+std::string duration_regex() {
+  const std::string n = "[0-9]+";
+  const std::string time = "T(" + n + "H(" + n + "M(" + n + "S)?)?|" + n + "M(" + n + "S)?|" + n + "S)";
+  const std::string date = "(" + n + "D|" + n + "M(" + n + "D)?|" + n + "Y(" + n + "M(" + n + "D)?)?)";
+  return "P(" + date + "(" + time + ")?|" + time + "|" + n + "W)";
+}
+
+const std::string kJsonPointer = "(/([^~/]|~[01])*)*";
+
+// RFC 6570 level 4 templates. The apostrophe is allowed in literals as the JSON Schema test
+// suite expects (RFC 6570 erratum); ucschar and iprivate as in RFC 3987.
+std::string uri_template_regex() {
+  const std::string pct = "%[0-9A-Fa-f]{2}";
+  const std::string literal =
+      "([!#$&'(-;=?-\\[\\]_a-z~\\u{A0}-\\u{D7FF}\\u{E000}-\\u{FDCF}\\u{FDF0}-\\u{FFEF}\\u{10000}-\\u{1FFFD}"
+      "\\u{20000}-\\u{2FFFD}\\u{30000}-\\u{3FFFD}\\u{40000}-\\u{4FFFD}\\u{50000}-\\u{5FFFD}\\u{60000}-\\u{6FFFD}"
+      "\\u{70000}-\\u{7FFFD}\\u{80000}-\\u{8FFFD}\\u{90000}-\\u{9FFFD}\\u{A0000}-\\u{AFFFD}\\u{B0000}-\\u{BFFFD}"
+      "\\u{C0000}-\\u{CFFFD}\\u{D0000}-\\u{DFFFD}\\u{E1000}-\\u{EFFFD}\\u{F0000}-\\u{FFFFD}\\u{100000}-\\u{10FFFD}]|" +
+      pct + ")";
+  const std::string varchar = "([A-Za-z0-9_]|" + pct + ")";
+  const std::string varspec = varchar + "(\\.?" + varchar + ")*(:[1-9][0-9]{0,3}|\\*)?";
+  const std::string expression = "\\{[+#./;?&=,!@|]?" + varspec + "(," + varspec + ")*\\}";
+  return "(" + literal + "|" + expression + ")*";
 }
 
 }  // namespace
@@ -104,7 +147,14 @@ ExprPtr format_content_expr(const std::string& format) {
       {"ipv4", [] { return kIpv4; }},
       {"ipv6", ipv6_regex},
       {"email", email_regex},
-      {"uri", uri_regex},
+      {"uri", [] { return uri_regex(false, false); }},
+      {"uri-reference", [] { return uri_regex(false, true); }},
+      {"iri", [] { return uri_regex(true, false); }},
+      {"iri-reference", [] { return uri_regex(true, true); }},
+      {"uri-template", uri_template_regex},
+      {"duration", duration_regex},
+      {"json-pointer", [] { return kJsonPointer; }},
+      {"relative-json-pointer", [] { return "(0|[1-9][0-9]*)(#|" + kJsonPointer + ")"; }},
   };
   auto it = kRegexes.find(format);
   if (it == kRegexes.end()) throw_unsupported("format", fmt::format("format '{}' is not supported", format));
