@@ -233,8 +233,9 @@ class SchemaConverter {
     return make_alt(std::move(exprs));
   }
 
-  // oneOf equals anyOf only when no value matches two branches. Proven by disjoint type sets or,
-  // for regular branches, by an empty automaton intersection; otherwise unsupported.
+  // oneOf equals anyOf only when no value matches two branches. Proven by disjoint type sets, a
+  // required member that separates object branches, or, where every value has one text, by an
+  // empty automaton intersection; otherwise unsupported.
   void check_exclusive(const std::vector<json>& branches, const std::vector<ExprPtr>& exprs) {
     std::vector<std::optional<Fsm>> dfas(exprs.size());
     auto dfa = [&](size_t i) -> const Fsm* {
@@ -252,11 +253,9 @@ class SchemaConverter {
       if (exprs[i]->kind == Expr::Kind::kNothing) continue;
       for (size_t j = i + 1; j < exprs.size(); ++j) {
         if (exprs[j]->kind == Expr::Kind::kNothing) continue;
-        auto ti = possible_types(branches[i]), tj = possible_types(branches[j]);
-        bool overlap = false;
-        for (auto& t : ti) overlap = overlap || tj.count(t);
-        if (!overlap) continue;
-        const Fsm* a = dfa(i);
+        auto overlap = json_internal::branch_overlap(branches[i], branches[j], resolver());
+        if (overlap == json_internal::BranchOverlap::kDisjoint) continue;
+        const Fsm* a = overlap == json_internal::BranchOverlap::kCompareTexts ? dfa(i) : nullptr;
         const Fsm* b = a ? dfa(j) : nullptr;
         if (!a || !b) throw_unsupported("oneOf", "cannot prove that the oneOf branches are mutually exclusive");
         if (!language_is_empty(intersect(*a, *b))) {

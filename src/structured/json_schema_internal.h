@@ -58,4 +58,11 @@ std::string unescape_pointer_token(std::string token);
 // The JSON types ("number" covers integers) a schema can match; all six when unsure.
 std::set<std::string> possible_types(const json& schema);
 
+// A schema that is only a "$ref" (plus annotations), followed to its target.
+const json& follow_refs(const json& schema, const RefResolver& resolve);
+// Whether two oneOf branches can share a value: kDisjoint (proven), kCompareTexts (values have one
+// text each, so disjoint automata prove it), kUnknown (objects may be involved: no proof).
+enum class BranchOverlap { kDisjoint, kCompareTexts, kUnknown };
+BranchOverlap branch_overlap(const json& a, const json& b, const RefResolver& resolve);
+
 }  // namespace deepinfer::structured::json_internal

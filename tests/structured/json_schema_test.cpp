@@ -130,6 +130,34 @@ TEST(JsonSchema, OneOfWithDisjointBranchesIsSupported) {
   EXPECT_FALSE(g->accepts("5"));
 }
 
+// Object members are written in each branch's own order, so disjoint texts do not prove disjoint
+// values: {"a":1,"b":2} matches both branches below although no text of it is in both automata.
+TEST(JsonSchema, OneOfObjectBranchesNeedAValueLevelProof) {
+  expect_error(R"({"oneOf":[
+      {"type":"object","properties":{"a":{"const":1}},"required":["a"],"additionalProperties":{"type":"integer"}},
+      {"type":"object","properties":{"b":{"const":2}},"required":["b"],"additionalProperties":{"type":"integer"}}]})",
+               GrammarErrorKind::kUnsupported, "oneOf");
+  // The same objects inside arrays.
+  expect_error(R"({"oneOf":[
+      {"type":"array","items":{"type":"object","properties":{"a":{"const":1}},"required":["a"],"additionalProperties":{"type":"integer"}}},
+      {"type":"array","items":{"type":"object","properties":{"b":{"const":2}},"required":["b"],"additionalProperties":{"type":"integer"}}}]})",
+               GrammarErrorKind::kUnsupported, "oneOf");
+  // A discriminator (a required member with different constants) proves it, through $ref too.
+  auto g = compile(R"({"$defs":{
+      "Cat":{"type":"object","properties":{"kind":{"const":"cat"},"lives":{"type":"integer"}},"required":["kind","lives"]},
+      "Dog":{"type":"object","properties":{"kind":{"enum":["dog","wolf"]},"bark":{"type":"string"}},"required":["kind"]}},
+    "oneOf":[{"$ref":"#/$defs/Cat"},{"$ref":"#/$defs/Dog"}]})");
+  EXPECT_TRUE(g->accepts(R"({"kind":"cat","lives":9})"));
+  EXPECT_TRUE(g->accepts(R"({"kind":"wolf","bark":"a"})"));
+  EXPECT_FALSE(g->accepts(R"({"kind":"cat","bark":"a"})"));
+  // So does a member one branch requires and the other forbids.
+  auto h = compile(R"({"oneOf":[
+      {"type":"object","properties":{"x":{"type":"integer"}},"required":["x"]},
+      {"type":"object","properties":{"y":{"type":"integer"}},"additionalProperties":false}]})");
+  EXPECT_TRUE(h->accepts(R"({"x":1,"y":2})"));
+  EXPECT_TRUE(h->accepts(R"({"y":2})"));
+}
+
 }  // namespace
 }  // namespace deepinfer::structured
 
