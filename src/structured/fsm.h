@@ -45,7 +45,7 @@ Fsm build_nfa(const Expr& expr, size_t max_states = kMaxFsmStates);
 // Subset construction (reference edges are treated as symbols). Returns nullopt when the result
 // would exceed `max_states`.
 std::optional<Fsm> determinize(const Fsm& nfa, size_t max_states = kMaxFsmStates);
-// Merges equivalent states of a deterministic automaton (Moore partition refinement).
+// Merges equivalent states of a deterministic automaton (Moore partition refinement, worklist).
 Fsm minimize(const Fsm& dfa);
 // Drops states that are unreachable or cannot reach a final state (reference edges are assumed
 // productive). The start state is kept even when the language is empty.
