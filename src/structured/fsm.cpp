@@ -7,6 +7,18 @@
 namespace deepinfer::structured {
 namespace {
 
+// A repeated body is minimised first when its automaton stays below this size.
+constexpr size_t kMaxRepeatedBodyStates = 4096;
+
+bool has_refs(const Expr& e) {
+  if (e.kind == Expr::Kind::kRef) return true;
+  if (e.kind == Expr::Kind::kAutomaton) return e.automaton->has_refs();
+  for (auto& c : e.children) {
+    if (has_refs(*c)) return true;
+  }
+  return false;
+}
+
 // Thompson automaton with epsilon edges; only used while building.
 struct EpsNfa {
   struct State {
@@ -73,7 +85,21 @@ struct EpsNfa {
         return {s, t};
       }
       case Expr::Kind::kRepeat: {
-        const Expr& inner = *e.children[0];
+        // Copies of a byte-only body are made from its minimal automaton: a JSON string
+        // character, {0,300} times, is then 300 x 14 states instead of 300 x 205.
+        Expr minimal;
+        const Expr* body = e.children[0].get();
+        uint64_t copies = e.max == kUnbounded ? uint64_t{e.min} + 1 : e.max;
+        if (copies >= 3 && body->kind != Expr::Kind::kAutomaton && !has_refs(*body)) {
+          try {
+            minimal.kind = Expr::Kind::kAutomaton;
+            minimal.automaton = std::make_shared<const Fsm>(compile_dfa(*body, kMaxRepeatedBodyStates));
+            body = &minimal;
+          } catch (const GrammarError&) {
+            // Too big to determinise on its own: copy the expression as it is.
+          }
+        }
+        const Expr& inner = *body;
         int32_t s = add();
         int32_t cur = s;
         for (uint32_t i = 0; i < e.min; ++i) {
