@@ -324,14 +324,12 @@ std::optional<Fsm> determinize(const Fsm& nfa, size_t max_states) {
   return dfa;
 }
 
-Fsm minimize(const Fsm& dfa) {
-  const size_t n = dfa.states.size();
-  if (n == 0) return dfa;
-  // Moore's refinement run as a worklist: a state's signature (its own edges and calls, by target
-  // class) can only change when a successor changed class, so each round re-reads only those
-  // states. Every class keeps the signature its members share; a state whose new signature
-  // differs moves to the class of that signature. A chain of n states then costs O(n), not the
-  // O(n^2) of recomputing every signature for each of its ~n rounds.
+std::vector<int32_t> refine_partition(size_t n, const std::vector<std::vector<int32_t>>& predecessors,
+                                      const SignatureFn& signature, size_t max_rounds) {
+  // Moore's refinement run as a worklist: a state's signature can only change when a successor
+  // changed class, so each round re-reads only those states. Every class keeps the signature its
+  // members share; a state whose new signature differs moves to the class of that signature. A
+  // chain of n states then costs O(n), not the O(n^2) of recomputing every signature per round.
   struct SignatureHash {
     size_t operator()(const std::vector<int32_t>& v) const {
       uint64_t h = 1469598103934665603ULL;
@@ -339,45 +337,15 @@ Fsm minimize(const Fsm& dfa) {
       return static_cast<size_t>(h ^ (h >> 29));
     }
   };
-  std::vector<int32_t> cls(n);
-  for (size_t s = 0; s < n; ++s) cls[s] = dfa.states[s].final ? 1 : 0;
-  std::vector<std::vector<int32_t>> class_signature(2);  // empty: not known yet
-  std::vector<size_t> class_size(2, 0);
-  for (size_t s = 0; s < n; ++s) ++class_size[cls[s]];
-  std::vector<std::vector<int32_t>> predecessors(n);
-  for (size_t s = 0; s < n; ++s) {
-    for (auto& e : dfa.states[s].edges) predecessors[e.target].push_back(static_cast<int32_t>(s));
-    for (auto& r : dfa.states[s].refs) predecessors[r.target].push_back(static_cast<int32_t>(s));
-  }
-  auto signature = [&](size_t s, std::vector<int32_t>& sig) {
-    sig.clear();
-    int32_t prev_class = -2, prev_hi = -2;
-    for (auto& e : dfa.states[s].edges) {
-      int32_t c = cls[e.target];
-      if (c == prev_class && e.lo == prev_hi + 1) {
-        sig.back() = e.hi;
-      } else {
-        sig.push_back(-3);
-        sig.push_back(c);
-        sig.push_back(e.lo);
-        sig.push_back(e.hi);
-      }
-      prev_class = c;
-      prev_hi = e.hi;
-    }
-    for (auto& r : dfa.states[s].refs) {
-      sig.push_back(-4);
-      sig.push_back(r.rule);
-      sig.push_back(cls[r.target]);
-    }
-  };
+  std::vector<int32_t> cls(n, 0);
+  if (n == 0) return cls;
+  std::vector<std::vector<int32_t>> class_signature(1);  // empty while not known
+  std::vector<size_t> class_size(1, n);
   std::vector<int32_t> dirty(n), next_class(n), changed, sig;
   for (size_t s = 0; s < n; ++s) dirty[s] = static_cast<int32_t>(s);
-  std::vector<uint32_t> seen(n, 0);
-  uint32_t round = 0;
+  std::vector<size_t> seen(n, 0);
   std::unordered_map<std::vector<int32_t>, int32_t, SignatureHash> groups;
-  while (!dirty.empty()) {
-    ++round;
+  for (size_t round = 1; round <= max_rounds && !dirty.empty(); ++round) {
     std::sort(dirty.begin(), dirty.end(), [&](int32_t a, int32_t b) { return cls[a] != cls[b] ? cls[a] < cls[b] : a < b; });
     // New classes are decided against the current ones, and applied after the whole round.
     for (size_t k = 0; k < dirty.size();) {
@@ -391,7 +359,7 @@ Fsm minimize(const Fsm& dfa) {
       if (end - k < class_size[c]) groups.emplace(class_signature[c], c);
       for (; k < end; ++k) {
         const int32_t s = dirty[k];
-        signature(static_cast<size_t>(s), sig);
+        signature(static_cast<size_t>(s), cls, sig);
         auto it = groups.find(sig);
         if (it == groups.end()) {
           int32_t id = groups.empty() ? c : static_cast<int32_t>(class_signature.size());
@@ -420,11 +388,48 @@ Fsm minimize(const Fsm& dfa) {
   }
   // Classes some states left may be empty: number the used ones densely, in state order.
   std::vector<int32_t> dense(class_signature.size(), -1);
-  size_t class_count = 0;
+  int32_t count = 0;
   for (size_t s = 0; s < n; ++s) {
-    if (dense[cls[s]] < 0) dense[cls[s]] = static_cast<int32_t>(class_count++);
+    if (dense[cls[s]] < 0) dense[cls[s]] = count++;
   }
   for (size_t s = 0; s < n; ++s) cls[s] = dense[cls[s]];
+  return cls;
+}
+
+Fsm minimize(const Fsm& dfa) {
+  const size_t n = dfa.states.size();
+  if (n == 0) return dfa;
+  std::vector<std::vector<int32_t>> predecessors(n);
+  for (size_t s = 0; s < n; ++s) {
+    for (auto& e : dfa.states[s].edges) predecessors[e.target].push_back(static_cast<int32_t>(s));
+    for (auto& r : dfa.states[s].refs) predecessors[r.target].push_back(static_cast<int32_t>(s));
+  }
+  // Signature: final flag, then (class, lo, hi) runs and (rule, class) refs.
+  auto signature = [&](size_t s, const std::vector<int32_t>& cls, std::vector<int32_t>& sig) {
+    sig.assign(1, dfa.states[s].final ? 1 : 0);
+    int32_t prev_class = -2, prev_hi = -2;
+    for (auto& e : dfa.states[s].edges) {
+      int32_t c = cls[e.target];
+      if (c == prev_class && e.lo == prev_hi + 1) {
+        sig.back() = e.hi;
+      } else {
+        sig.push_back(-3);
+        sig.push_back(c);
+        sig.push_back(e.lo);
+        sig.push_back(e.hi);
+      }
+      prev_class = c;
+      prev_hi = e.hi;
+    }
+    for (auto& r : dfa.states[s].refs) {
+      sig.push_back(-4);
+      sig.push_back(r.rule);
+      sig.push_back(cls[r.target]);
+    }
+  };
+  std::vector<int32_t> cls = refine_partition(n, predecessors, signature);
+  size_t class_count = 0;
+  for (int32_t c : cls) class_count = std::max(class_count, static_cast<size_t>(c) + 1);
   Fsm out;
   out.states.resize(class_count);
   std::vector<char> done(class_count, 0);

@@ -4,6 +4,7 @@
 // these; JSON Schema uses the byte-only operations (intersection, complement) to express
 // pattern + length limits and "any key except the declared ones".
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <vector>
 
@@ -45,7 +46,14 @@ Fsm build_nfa(const Expr& expr, size_t max_states = kMaxFsmStates);
 // Subset construction (reference edges are treated as symbols). Returns nullopt when the result
 // would exceed `max_states`.
 std::optional<Fsm> determinize(const Fsm& nfa, size_t max_states = kMaxFsmStates);
-// Merges equivalent states of a deterministic automaton (Moore partition refinement, worklist).
+// Partition refinement: states start in one class and are split by their signature (written
+// into `sig` from the current classes) until no signature changes or `max_rounds` rounds ran.
+// After r rounds, states in one class cannot be told apart by looking r steps ahead. Returns
+// dense class ids.
+using SignatureFn = std::function<void(size_t state, const std::vector<int32_t>& cls, std::vector<int32_t>& sig)>;
+std::vector<int32_t> refine_partition(size_t n, const std::vector<std::vector<int32_t>>& predecessors,
+                                      const SignatureFn& signature, size_t max_rounds = SIZE_MAX);
+// Merges equivalent states of a deterministic automaton (refine_partition to the fixpoint).
 Fsm minimize(const Fsm& dfa);
 // Drops states that are unreachable or cannot reach a final state (reference edges are assumed
 // productive). The start state is kept even when the language is empty.

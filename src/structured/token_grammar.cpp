@@ -6,6 +6,7 @@
 #include <thread>
 #include <unordered_map>
 
+#include "structured/fsm.h"
 #include "structured/stack_set.h"
 
 namespace deepinfer::structured {
@@ -252,6 +253,41 @@ class StateMaskBuilder {
   size_t accepted_total = 0, uncertain_total = 0;
 };
 
+// Classes of states that no byte string of up to `depth` bytes tells apart: same rule, and
+// step by step the same byte edges, final flags and calls (callee, then return point).
+std::vector<int32_t> lookahead_classes(const CompiledGrammar& g, size_t depth) {
+  const auto& states = g.states();
+  std::vector<std::vector<int32_t>> predecessors(states.size());
+  for (size_t s = 0; s < states.size(); ++s) {
+    for (uint32_t e = states[s].edges_begin; e < states[s].edges_end; ++e) {
+      predecessors[g.edges()[e].target].push_back(static_cast<int32_t>(s));
+    }
+    for (uint32_t c = states[s].calls_begin; c < states[s].calls_end; ++c) {
+      predecessors[g.calls()[c].target].push_back(static_cast<int32_t>(s));
+    }
+  }
+  auto signature = [&](size_t s, const std::vector<int32_t>& cls, std::vector<int32_t>& sig) {
+    const auto& st = states[s];
+    sig.assign({static_cast<int32_t>(st.rule), st.final ? 1 : 0});
+    int32_t prev_class = -2, prev_hi = -2;
+    for (uint32_t e = st.edges_begin; e < st.edges_end; ++e) {
+      const auto& edge = g.edges()[e];
+      int32_t c = cls[edge.target];
+      if (c == prev_class && edge.lo == prev_hi + 1) {
+        sig.back() = edge.hi;
+      } else {
+        sig.insert(sig.end(), {-3, c, edge.lo, edge.hi});
+      }
+      prev_class = c;
+      prev_hi = edge.hi;
+    }
+    for (uint32_t c = st.calls_begin; c < st.calls_end; ++c) {
+      sig.insert(sig.end(), {-4, static_cast<int32_t>(g.calls()[c].rule), cls[g.calls()[c].target]});
+    }
+  };
+  return refine_partition(states.size(), predecessors, signature, depth);
+}
+
 // Runs job(builder, k) for k in [0, count) over the builders' threads.
 template <typename Job>
 void parallel_for(std::vector<std::unique_ptr<StateMaskBuilder>>& builders, size_t count, Job job) {
@@ -278,11 +314,21 @@ TokenGrammar::TokenGrammar(std::shared_ptr<const CompiledGrammar> grammar, std::
   needed[g.root_start()] = 1;
   for (auto& e : g.edges()) needed[e.target] = 1;
   for (auto& c : g.calls()) needed[c.target] = 1;
-  masks_.resize(states.size());
+  // One walk per class of states that behave alike for max_token_length bytes (and two more, so
+  // the closure after a token's last byte is covered too).
+  std::vector<int32_t> cls = lookahead_classes(g, vocab_->max_token_length() + 2);
+  std::vector<int32_t> representative(states.size(), -1);
   std::vector<uint32_t> work;
+  mask_of_state_.assign(states.size(), 0);
   for (uint32_t s = 0; s < states.size(); ++s) {
-    if (needed[s]) work.push_back(s);
+    if (!needed[s]) continue;
+    if (representative[cls[s]] < 0) {
+      representative[cls[s]] = static_cast<int32_t>(work.size());
+      work.push_back(s);
+    }
+    mask_of_state_[s] = static_cast<uint32_t>(representative[cls[s]]);
   }
+  masks_.resize(std::max<size_t>(work.size(), 1));  // entry 0 also serves states never rested in
   stats_.states_cached = work.size();
   if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
   threads = std::min<size_t>({threads, size_t{16}, std::max<size_t>(1, work.size() / 4)});
@@ -320,7 +366,7 @@ TokenGrammar::TokenGrammar(std::shared_ptr<const CompiledGrammar> grammar, std::
 
   std::vector<std::unique_ptr<StateMaskBuilder>> builders;
   for (size_t t = 0; t < threads; ++t) builders.push_back(std::make_unique<StateMaskBuilder>(g, *vocab_, transitions, shared));
-  parallel_for(builders, work.size(), [&](StateMaskBuilder& b, size_t k) { b.build(work[k], masks_[work[k]]); });
+  parallel_for(builders, work.size(), [&](StateMaskBuilder& b, size_t k) { b.build(work[k], masks_[k]); });
   for (auto& b : builders) {
     stats_.accepted += b->accepted_total;
     stats_.uncertain += b->uncertain_total;

@@ -29,10 +29,10 @@ class TokenGrammar {
 
   const CompiledGrammar& grammar() const { return *grammar_; }
   const TokenizerIndex& vocab() const { return *vocab_; }
-  const StateTokenMasks& masks(uint32_t state) const { return masks_[state]; }
+  const StateTokenMasks& masks(uint32_t state) const { return masks_[mask_of_state_[state]]; }
 
   struct Stats {
-    size_t states_cached = 0;
+    size_t states_cached = 0;  // distinct mask entries computed
     size_t accepted = 0, uncertain = 0;  // summed over cached states
   };
   const Stats& stats() const { return stats_; }
@@ -40,6 +40,9 @@ class TokenGrammar {
  private:
   std::shared_ptr<const CompiledGrammar> grammar_;
   std::shared_ptr<const TokenizerIndex> vocab_;
+  // States that no token can tell apart (same behaviour for as many bytes as the longest token
+  // has) share one entry: the positions of a long maxLength string, say.
+  std::vector<uint32_t> mask_of_state_;
   std::vector<StateTokenMasks> masks_;
   Stats stats_;
 };

@@ -33,6 +33,8 @@ std::vector<GrammarSpec> specs() {
           "e":{"type":"integer"},"f":{"type":"null"},"g":{"type":"boolean"},"h":{"type":"string","maxLength":2},
           "i":{"type":"integer"},"j":{"type":"null"}},"required":["c","h"],"additionalProperties":false})",
        compact},
+      // A long bounded string: its middle positions share one mask entry.
+      {GrammarKind::kJsonSchema, R"({"type":"array","items":{"type":"string","maxLength":30},"maxItems":2})", compact},
       // Two states read 'a' into the same string loop of a called rule, and tokens such as
       // `ab")` leave that rule partway: a shared subtree walk with run-time checked tokens.
       {GrammarKind::kEbnf, "root ::= item\nitem ::= (\"\\\"\" | \"'\" [0-9]?) [a-z]* \"\\\"\" | \"(\" item \")\"", {}},

@@ -203,6 +203,9 @@ TEST(RealTokenizer, MasksEqualBruteForceAlongEncodedOutputs) {
         {}},
        R"({"answer": "北京是中国的首都 \"quoted\" 😀 done", "annotation": "x"})"},
       {{GrammarKind::kRegex, R"(([^\s,]+, ){1,3}[^.]+\.)", {}}, "naïve, 東京, Zoë42."},
+      // maxLength well above the longest token (128 bytes): most positions share a mask entry.
+      {{GrammarKind::kJsonSchema, R"({"type":"string","maxLength":300})", {}},
+       "\"" + std::string(150, '-') + " Psalms 23:1 The LORD is my shepherd; I shall not want. 北京 " + std::string(40, ' ') + "end\""},
   };
   for (const auto& c : cases) {
     auto grammar = compiler().compile(c.spec);
