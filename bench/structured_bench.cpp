@@ -123,6 +123,14 @@ void BM_CompileSimpleJsonSchema(benchmark::State& state) {
 }
 BENCHMARK(BM_CompileSimpleJsonSchema)->Unit(benchmark::kMillisecond);
 
+// A string bound far above the longest token: positions it cannot tell apart share masks.
+void BM_CompileLongBoundedString(benchmark::State& state) {
+  compile_time(state, {GrammarKind::kJsonSchema,
+                       R"({"type":"object","properties":{"summary":{"type":"string","maxLength":1000}},"required":["summary"]})",
+                       {}});
+}
+BENCHMARK(BM_CompileLongBoundedString)->Unit(benchmark::kMillisecond);
+
 void BM_CompileAnyJson(benchmark::State& state) { compile_time(state, {GrammarKind::kAnyJson, "", {}}); }
 BENCHMARK(BM_CompileAnyJson)->Unit(benchmark::kMillisecond);
 
