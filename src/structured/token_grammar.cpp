@@ -116,7 +116,6 @@ class StateMaskBuilder {
 
   void build(uint32_t s, StateTokenMasks& out) {
     const auto& states = g.states();
-    out.computed = true;
     if (states[s].edges_begin == states[s].edges_end && states[s].calls_begin == states[s].calls_end) return;
     uint32_t origin = engine.pool().get(s, NodePool::kBoundary);
     engine.closure({&origin, 1}, levels[0].expanded);

@@ -14,7 +14,6 @@
 namespace deepinfer::structured {
 
 struct StateTokenMasks {
-  bool computed = false;
   std::vector<int32_t> accepted_ids;     // sparse form
   std::vector<uint32_t> accepted_bits;   // dense form (vocab bits), used when many are accepted
   std::vector<int32_t> uncertain;        // in trie order
