@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include "encoding/chat_encoding.h"
 #include "tokenizer/tokenizer.h"
@@ -23,10 +24,15 @@ struct RunResult {
   std::string err;
 };
 
+// ctest runs each test in its own process, several at once: scratch names carry the pid so
+// parallel tests never overwrite each other's files.
+std::filesystem::path scratch_path(const std::string& name) {
+  return std::filesystem::temp_directory_path() / ("deepinfer_encode_cli_" + std::to_string(getpid()) + "_" + name);
+}
+
 RunResult run(const std::string& args, const std::string& stdin_text = "") {
-  auto dir = std::filesystem::temp_directory_path();
-  auto in_path = dir / "deepinfer_cli_test_in.txt";
-  auto err_path = dir / "deepinfer_cli_test_err.txt";
+  auto in_path = scratch_path("in.txt");
+  auto err_path = scratch_path("err.txt");
   std::ofstream(in_path, std::ios::binary) << stdin_text;
   std::string command = kCli + " " + args + " < " + in_path.string() + " 2> " + err_path.string();
   FILE* pipe = popen(command.c_str(), "r");
@@ -43,7 +49,7 @@ RunResult run(const std::string& args, const std::string& stdin_text = "") {
 }
 
 std::string write_temp(const std::string& name, const std::string& text) {
-  auto path = std::filesystem::temp_directory_path() / name;
+  auto path = scratch_path(name);
   std::ofstream(path, std::ios::binary) << text;
   return path.string();
 }

@@ -2,6 +2,7 @@
 // (V3 against Jinja2's rendering of the real chat_template; the others against an independent
 // Python implementation of DeepSeek's reference encoders), and error cases must throw.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <fstream>
 
@@ -101,7 +102,7 @@ TEST(ChatFormat, ParsesNamesAndRejectsUnknown) {
 }
 
 TEST(ChatFormat, PicksFormatFromModelFolder) {
-  auto dir = std::filesystem::temp_directory_path() / "deepinfer_encoding_format_test";
+  auto dir = std::filesystem::temp_directory_path() / ("deepinfer_encoding_format_test_" + std::to_string(getpid()));
   std::filesystem::create_directories(dir);
   auto write = [&](const char* file, const std::string& text) { std::ofstream(dir / file) << text; };
   write("config.json", R"({"model_type": "deepseek_v4"})");
