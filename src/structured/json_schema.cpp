@@ -420,8 +420,17 @@ class SchemaConverter {
     return d > 1e9 ? 1000000000u : static_cast<uint32_t>(d);
   }
 
+  // Numbers within the bounds, then restricted to multiples of `multipleOf` by intersection.
   ExprPtr number_expr(const json& schema, bool integer) {
-    if (schema.contains("multipleOf")) throw_unsupported("multipleOf", "multipleOf is not supported");
+    ExprPtr bounded = number_range_expr(schema, integer);
+    if (!schema.contains("multipleOf")) return bounded;
+    auto step = json_internal::parse_decimal_step(schema["multipleOf"]);
+    Fsm multiples = minimize(intersect(compile_dfa(*bounded), json_internal::multiple_of_filter(step)));
+    if (language_is_empty(multiples)) return make_nothing();
+    return make_automaton(std::make_shared<const Fsm>(std::move(multiples)));
+  }
+
+  ExprPtr number_range_expr(const json& schema, bool integer) {
     auto minimum = number_keyword(schema, "minimum");
     auto maximum = number_keyword(schema, "maximum");
     auto ex_min = number_keyword(schema, "exclusiveMinimum");

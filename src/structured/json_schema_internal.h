@@ -8,6 +8,7 @@
 #include <set>
 #include <string>
 
+#include "structured/fsm.h"
 #include "structured/grammar.h"
 #include "structured/json_schema.h"
 
@@ -37,6 +38,18 @@ struct Bound {
 };
 // Decimal numbers (no exponent) within integer-valued bounds.
 ExprPtr bounded_number_expr(std::optional<Bound> lo, std::optional<Bound> hi);
+
+// multipleOf's step as an exact decimal: m * 10^-d. Throws invalid (not > 0) or unsupported.
+struct DecimalStep {
+  uint64_t m;
+  uint32_t d;
+};
+DecimalStep parse_decimal_step(const json& value);
+// allOf of two multipleOf keywords: their least common multiple (unsupported when out of range).
+json common_multiple_of(const json& a, const json& b);
+// Number texts (no exponent, at most d fraction digits) whose value is a multiple of the step;
+// intersected with the other number keywords. Throws unsupported when the automaton is too big.
+Fsm multiple_of_filter(DecimalStep step);
 
 // String content (between the quotes) for a `format`; throws unsupported for unknown formats.
 ExprPtr format_content_expr(const std::string& format);

@@ -203,6 +203,8 @@ json merge_schemas(const json& a_in, const json& b_in, const RefResolver& resolv
         if (std::find(bv.begin(), bv.end(), v) != bv.end()) values.push_back(v);
       }
       out[key] = values;
+    } else if (key == "multipleOf") {
+      out[key] = common_multiple_of(av, bv);
     } else if (key == "const") {
       return json(false);
     } else if (key == "pattern") {

@@ -52,6 +52,68 @@ TEST(JsonSchema, NumberBoundsWithFractions) {
   EXPECT_TRUE(g->accepts("-1.0001"));
 }
 
+// Every text with up to three fraction digits in [-30, 30], against exact integer arithmetic:
+// a text N * 10^-f is accepted when it is in range and, for f <= d, N * 10^(d-f) is a multiple of
+// m (a step of m * 10^-d); longer fractions (e.g. 4.50 for step 0.5) are not written.
+TEST(JsonSchema, MultipleOfIsExactForIntegerAndDecimalSteps) {
+  struct Step {
+    const char* text;
+    int64_t m;
+    int d;
+  };
+  for (Step step : {Step{"3", 3, 0}, Step{"7", 7, 0}, Step{"0.5", 5, 1}, Step{"0.25", 25, 2}, Step{"1.5", 15, 1},
+                    Step{"0.01", 1, 2}, Step{"0.3", 3, 1}, Step{"2.0", 2, 0}}) {
+    for (bool integer : {false, true}) {
+      for (bool bounded : {false, true}) {
+        std::string schema = std::string(R"({"type":")") + (integer ? "integer" : "number") + R"(","multipleOf":)" +
+                             step.text + (bounded ? R"(,"minimum":-12,"exclusiveMaximum":20})" : "}");
+        SCOPED_TRACE(schema);
+        auto g = compile(schema);
+        for (int f = 0; f <= 3; ++f) {
+          int64_t scale = f == 0 ? 1 : f == 1 ? 10 : f == 2 ? 100 : 1000;
+          for (int64_t n = -30 * scale; n <= 30 * scale; ++n) {
+            std::string magnitude = std::to_string(n < 0 ? -n : n);
+            if (f > 0) {
+              if (magnitude.size() <= static_cast<size_t>(f)) magnitude.insert(0, f + 1 - magnitude.size(), '0');
+              magnitude.insert(magnitude.size() - f, ".");
+            }
+            std::string text = (n < 0 ? "-" : "") + magnitude;
+            bool in_range = !bounded || (n >= -12 * scale && n < 20 * scale);
+            bool multiple = f <= step.d;
+            if (multiple) {
+              int64_t scaled = n;
+              for (int k = f; k < step.d; ++k) scaled *= 10;
+              multiple = scaled % step.m == 0;
+            }
+            bool expected = in_range && multiple && (!integer || f == 0);
+            ASSERT_EQ(g->accepts(text), expected) << text;
+          }
+        }
+        EXPECT_FALSE(g->accepts("6e0"));
+        EXPECT_FALSE(g->accepts("06"));
+      }
+    }
+  }
+}
+
+TEST(JsonSchema, AllOfMultipleOfIsTheLeastCommonMultiple) {
+  auto g = compile(R"({"type":"integer","allOf":[{"multipleOf":4},{"multipleOf":6}]})");
+  for (int v = -50; v <= 50; ++v) EXPECT_EQ(g->accepts(std::to_string(v)), v % 12 == 0) << v;
+  auto d = compile(R"({"type":"number","allOf":[{"multipleOf":0.5},{"multipleOf":0.3}]})");
+  for (const char* yes : {"0", "1.5", "3", "4.5", "-1.5"}) EXPECT_TRUE(d->accepts(yes)) << yes;
+  for (const char* no : {"0.5", "0.3", "1", "2", "0.15"}) EXPECT_FALSE(d->accepts(no)) << no;
+}
+
+TEST(JsonSchema, MultipleOfFiltersEnumValues) {
+  auto g = compile(R"({"enum":[1,2,3,4.5,6,"x"],"multipleOf":1.5})");
+  EXPECT_TRUE(g->accepts("3"));
+  EXPECT_TRUE(g->accepts("4.5"));
+  EXPECT_TRUE(g->accepts("6"));
+  EXPECT_TRUE(g->accepts(R"("x")"));  // multipleOf only constrains numbers
+  EXPECT_FALSE(g->accepts("1"));
+  EXPECT_FALSE(g->accepts("2"));
+}
+
 TEST(JsonSchema, StringsWithLengthPatternAndFormat) {
   auto g = compile(R"({"type":"string","minLength":2,"maxLength":4,"pattern":"^[a-zé]+$"})");
   EXPECT_TRUE(g->accepts(R"("ab")"));
@@ -111,7 +173,11 @@ void expect_error(const std::string& schema, GrammarErrorKind kind, const std::s
 
 TEST(JsonSchema, TypedErrorsNameTheKeyword) {
   expect_error(R"({"type":"array","uniqueItems":true})", GrammarErrorKind::kUnsupported, "uniqueItems");
-  expect_error(R"({"type":"number","multipleOf":3})", GrammarErrorKind::kUnsupported, "multipleOf");
+  expect_error(R"({"type":"number","multipleOf":0.123456789})", GrammarErrorKind::kUnsupported, "multipleOf");
+  expect_error(R"({"type":"number","multipleOf":0})", GrammarErrorKind::kInvalid, "multipleOf");
+  expect_error(R"({"type":"integer","multipleOf":-2})", GrammarErrorKind::kInvalid, "multipleOf");
+  expect_error(R"({"type":"number","multipleOf":"2"})", GrammarErrorKind::kInvalid, "multipleOf");
+  expect_error(R"({"type":"integer","minimum":1,"maximum":5,"multipleOf":7})", GrammarErrorKind::kUnsatisfiable, "grammar");
   expect_error(R"({"not":{"type":"string"}})", GrammarErrorKind::kUnsupported, "not");
   expect_error(R"({"type":"string","pattern":"(a)\\1"})", GrammarErrorKind::kUnsupported, "pattern");
   expect_error(R"({"type":"string","format":"hostname-ish"})", GrammarErrorKind::kUnsupported, "format");

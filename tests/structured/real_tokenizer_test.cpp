@@ -3,6 +3,8 @@
 // nlohmann::json + a small validator for schemas); rollback restores masks exactly.
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include <regex>
 
 #include "test_vocab.h"
@@ -115,7 +117,16 @@ bool valid(const ojson& schema, const ojson& v) {
            (!schema.contains("maximum") || x <= schema["maximum"].get<int64_t>());
   }
   if (type == "boolean") return v.is_boolean();
-  if (type == "number") return v.is_number();
+  if (type == "number") {
+    if (!v.is_number()) return false;
+    double x = v.get<double>();
+    if (schema.contains("multipleOf")) {
+      double q = x / schema["multipleOf"].get<double>();
+      if (q != std::floor(q)) return false;
+    }
+    return (!schema.contains("minimum") || x >= schema["minimum"].get<double>()) &&
+           (!schema.contains("maximum") || x <= schema["maximum"].get<double>());
+  }
   return false;
 }
 
@@ -126,8 +137,9 @@ TEST(RealTokenizer, SchemaWalksProduceValidJson) {
       "code":{"type":"string","pattern":"^[A-Z]{2}[0-9]$"},
       "tags":{"type":"array","items":{"enum":["red","green","blue"]},"maxItems":3},
       "active":{"type":"boolean"},
-      "score":{"type":"number"}},
-    "required":["id","name"],"additionalProperties":false})";
+      "score":{"type":"number"},
+      "price":{"type":"number","multipleOf":0.25,"minimum":0,"maximum":100}},
+    "required":["id","name","price"],"additionalProperties":false})";
   ojson schema = ojson::parse(schema_text);
   for (auto whitespace : {JsonSchemaOptions::Whitespace::kCompact, JsonSchemaOptions::Whitespace::kFlexible}) {
     JsonSchemaOptions options;
