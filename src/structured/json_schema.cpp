@@ -174,6 +174,7 @@ class SchemaConverter {
     }
     if (schema.contains("$dynamicRef")) throw_unsupported("$dynamicRef", "dynamic references are not supported");
     if (schema.contains("$recursiveRef")) throw_unsupported("$recursiveRef", "recursive references are not supported");
+    if (json_internal::has_dependencies(schema)) return convert(json_internal::dependencies_as_all_of(schema), depth + 1);
     if (schema.contains("allOf")) {
       const json& subs = schema["allOf"];
       if (!subs.is_array() || subs.empty()) throw_invalid("allOf", "allOf must be a non-empty array");
@@ -627,11 +628,6 @@ class SchemaConverter {
 };
 
 ExprPtr SchemaConverter::object_expr(const json& schema, int depth) {
-  for (auto& key : {"dependentRequired", "dependentSchemas"}) {
-    if (schema.contains(key) && !(schema[key].is_object() && schema[key].empty())) {
-      throw_unsupported(key, fmt::format("{} is not supported", key));
-    }
-  }
   // propertyNames: member names (quoted, as written) must be in this automaton.
   std::optional<Fsm> name_filter;
   if (schema.contains("propertyNames") && !is_trivially_true(schema["propertyNames"])) {

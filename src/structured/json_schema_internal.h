@@ -60,6 +60,10 @@ using RefResolver = std::function<const json&(const std::string& ref)>;
 // `a` is the outer schema (its unevaluated* keywords see b's annotations); `b` is an in-place
 // child and may not carry unevaluated* keywords (they could not see a's annotations).
 json merge_schemas(const json& a, const json& b, const RefResolver& resolve, int depth = 0);
+// dependentRequired / dependentSchemas present (non-empty), and the schema rewritten without them:
+// one allOf entry per trigger, anyOf [member absent, member present and the dependency holds].
+bool has_dependencies(const json& schema);
+json dependencies_as_all_of(const json& schema);
 // Throws unsupported when an in-place applicator child uses unevaluatedProperties/Items.
 void check_no_unevaluated(const json& schema, const RefResolver& resolve, int depth = 0);
 

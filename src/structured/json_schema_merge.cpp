@@ -12,6 +12,8 @@ namespace deepinfer::structured::json_internal {
 namespace {
 
 constexpr int kMaxMergeDepth = 24;
+// dependentRequired/dependentSchemas triggers; each doubles the alternatives (64 at most).
+constexpr size_t kMaxDependencyTriggers = 6;
 
 std::set<std::string> type_set(const json& t) {
   std::set<std::string> out;
@@ -237,6 +239,53 @@ json merge_schemas(const json& a_in, const json& b_in, const RefResolver& resolv
   }
   if (objects) merge_objects(out, a, b, resolve, depth);
   if (arrays) merge_arrays(out, a, b, resolve, depth);
+  return out;
+}
+
+bool has_dependencies(const json& schema) {
+  for (auto& key : {"dependentRequired", "dependentSchemas"}) {
+    if (schema.contains(key) && !(schema[key].is_object() && schema[key].empty())) return true;
+  }
+  return false;
+}
+
+// dependentRequired {a: [b, c]} and dependentSchemas {a: S} as allOf entries: for each trigger,
+// either the member is absent or it is present and the dependency holds. Only objects are
+// constrained; other values pass both branches. k triggers give up to 2^k object grammars.
+json dependencies_as_all_of(const json& schema) {
+  json out = schema;
+  json all_of = schema.contains("allOf") ? schema["allOf"] : json::array();
+  if (!all_of.is_array()) throw_invalid("allOf", "allOf must be a non-empty array");
+  size_t triggers = 0;
+  for (auto& key : {"dependentRequired", "dependentSchemas"}) {
+    if (!schema.contains(key)) continue;
+    out.erase(key);
+    const json& deps = schema[key];
+    if (!deps.is_object()) throw_invalid(key, fmt::format("{} must be an object", key));
+    for (auto& [trigger, dependency] : deps.items()) {
+      json present = json::object();
+      if (std::string(key) == "dependentRequired") {
+        if (!dependency.is_array()) throw_invalid(key, fmt::format("{} values must be arrays of names", key));
+        for (auto& name : dependency) {
+          if (!name.is_string()) throw_invalid(key, fmt::format("{} values must be arrays of names", key));
+        }
+        present["required"] = dependency;
+        present["required"].push_back(trigger);
+      } else {
+        if (!dependency.is_object() && !dependency.is_boolean()) {
+          throw_invalid(key, fmt::format("{} values must be schemas", key));
+        }
+        present["required"] = json::array({trigger});
+        present["allOf"] = json::array({dependency});
+      }
+      json absent = {{"properties", {{trigger, false}}}};
+      all_of.push_back({{"anyOf", json::array({absent, present})}});
+      if (++triggers > kMaxDependencyTriggers) {
+        throw_unsupported(key, fmt::format("more than {} dependency triggers", kMaxDependencyTriggers));
+      }
+    }
+  }
+  if (!all_of.empty()) out["allOf"] = all_of;
   return out;
 }
 

@@ -104,6 +104,41 @@ TEST(JsonSchema, AllOfMultipleOfIsTheLeastCommonMultiple) {
   for (const char* no : {"0.5", "0.3", "1", "2", "0.15"}) EXPECT_FALSE(d->accepts(no)) << no;
 }
 
+TEST(JsonSchema, DependentRequiredNeedsTheDependentsWhenTheTriggerIsPresent) {
+  for (bool compact : {true, false}) {
+    auto g = compile(R"({"type":"object","properties":{"name":{"type":"string"},"card":{"type":"string"},
+                         "billing":{"type":"string"}},"dependentRequired":{"card":["billing"]}})",
+                     compact);
+    EXPECT_TRUE(g->accepts(R"({"name":"x"})"));
+    EXPECT_TRUE(g->accepts(R"({"billing":"a"})"));
+    EXPECT_TRUE(g->accepts(R"({"card":"1","billing":"a"})"));
+    EXPECT_TRUE(g->accepts(R"({"name":"x","card":"1","billing":"a","extra":3})"));
+    EXPECT_FALSE(g->accepts(R"({"card":"1"})"));
+    EXPECT_FALSE(g->accepts(R"({"name":"x","card":"1"})"));
+    EXPECT_FALSE(g->accepts(R"({"card":"1","extra":"billing"})"));
+  }
+  // Undeclared trigger and dependent, additional members allowed.
+  auto g = compile(R"({"dependentRequired":{"a":["b","c"]}})");
+  EXPECT_TRUE(g->accepts(R"({"b":1})"));
+  EXPECT_TRUE(g->accepts(R"({"a":1,"b":2,"c":3})"));
+  EXPECT_TRUE(g->accepts(R"([1,2])"));  // only objects are constrained
+  EXPECT_FALSE(g->accepts(R"({"a":1,"b":2})"));
+  EXPECT_FALSE(g->accepts(R"({"a":1})"));
+}
+
+TEST(JsonSchema, DependentSchemasApplyWhenTheTriggerIsPresent) {
+  auto g = compile(R"({"type":"object","properties":{"kind":{"type":"string"},"n":{}},"additionalProperties":false,
+                       "dependentSchemas":{"kind":{"properties":{"n":{"type":"integer"}},"required":["n"]}}})");
+  EXPECT_TRUE(g->accepts(R"({"n":"s"})"));
+  EXPECT_TRUE(g->accepts(R"({})"));
+  EXPECT_TRUE(g->accepts(R"({"kind":"a","n":3})"));
+  EXPECT_FALSE(g->accepts(R"({"kind":"a","n":"s"})"));
+  EXPECT_FALSE(g->accepts(R"({"kind":"a"})"));
+  auto never = compile(R"({"type":"object","dependentSchemas":{"x":false}})");
+  EXPECT_TRUE(never->accepts(R"({"y":1})"));
+  EXPECT_FALSE(never->accepts(R"({"x":1})"));
+}
+
 TEST(JsonSchema, MultipleOfFiltersEnumValues) {
   auto g = compile(R"({"enum":[1,2,3,4.5,6,"x"],"multipleOf":1.5})");
   EXPECT_TRUE(g->accepts("3"));
@@ -175,6 +210,10 @@ TEST(JsonSchema, TypedErrorsNameTheKeyword) {
   expect_error(R"({"type":"array","uniqueItems":true})", GrammarErrorKind::kUnsupported, "uniqueItems");
   expect_error(R"({"type":"number","multipleOf":0.123456789})", GrammarErrorKind::kUnsupported, "multipleOf");
   expect_error(R"({"type":"number","multipleOf":0})", GrammarErrorKind::kInvalid, "multipleOf");
+  expect_error(R"({"dependentRequired":{"a":"b"}})", GrammarErrorKind::kInvalid, "dependentRequired");
+  expect_error(R"({"dependentSchemas":{"a":3}})", GrammarErrorKind::kInvalid, "dependentSchemas");
+  expect_error(R"({"dependentRequired":{"a":[],"b":[],"c":[],"d":[],"e":[],"f":[],"g":[]}})",
+               GrammarErrorKind::kUnsupported, "dependentRequired");
   expect_error(R"({"type":"integer","multipleOf":-2})", GrammarErrorKind::kInvalid, "multipleOf");
   expect_error(R"({"type":"number","multipleOf":"2"})", GrammarErrorKind::kInvalid, "multipleOf");
   expect_error(R"({"type":"integer","minimum":1,"maximum":5,"multipleOf":7})", GrammarErrorKind::kUnsatisfiable, "grammar");

@@ -88,6 +88,14 @@ bool valid(const ojson& schema, const ojson& v) {
     for (auto& r : schema["required"]) {
       if (!v.contains(r.get<std::string>())) return false;
     }
+    if (schema.contains("dependentRequired")) {
+      for (auto& [trigger, names] : schema["dependentRequired"].items()) {
+        if (!v.contains(trigger)) continue;
+        for (auto& n : names) {
+          if (!v.contains(n.get<std::string>())) return false;
+        }
+      }
+    }
     for (auto& [k, m] : v.items()) {
       if (!schema["properties"].contains(k) || !valid(schema["properties"][k], m)) return false;
     }
@@ -139,7 +147,7 @@ TEST(RealTokenizer, SchemaWalksProduceValidJson) {
       "active":{"type":"boolean"},
       "score":{"type":"number"},
       "price":{"type":"number","multipleOf":0.25,"minimum":0,"maximum":100}},
-    "required":["id","name","price"],"additionalProperties":false})";
+    "required":["id","name","price"],"dependentRequired":{"active":["tags"]},"additionalProperties":false})";
   ojson schema = ojson::parse(schema_text);
   for (auto whitespace : {JsonSchemaOptions::Whitespace::kCompact, JsonSchemaOptions::Whitespace::kFlexible}) {
     JsonSchemaOptions options;
