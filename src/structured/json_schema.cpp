@@ -514,7 +514,7 @@ class SchemaConverter {
     uint32_t max_items = count_keyword(schema, "maxItems", kUnbounded);
     if (schema.contains("uniqueItems") && schema["uniqueItems"].is_boolean() && schema["uniqueItems"].get<bool>() &&
         max_items > 1) {
-      throw_unsupported("uniqueItems", "uniqueItems is not supported");
+      return unique_array_expr(schema, min_items, max_items);
     }
     std::vector<json> prefix;
     if (schema.contains("prefixItems")) {
@@ -558,6 +558,49 @@ class SchemaConverter {
       body = i >= min_items ? make_optional(part) : part;
     }
     return make_seq({syntax_.open_array, body, syntax_.close_array});
+  }
+
+  // uniqueItems, exact when every item is one of a few literal values: an enum, a const, or
+  // booleans/null. Other item schemas are unsupported (uniqueness is not regular in general).
+  ExprPtr unique_array_expr(const json& schema, uint32_t min_items, uint32_t max_items) {
+    if (schema.contains("prefixItems") ||
+        (schema.contains("unevaluatedItems") && !is_trivially_true(schema["unevaluatedItems"]))) {
+      throw_unsupported("uniqueItems", "uniqueItems together with prefixItems or unevaluatedItems");
+    }
+    json items = schema.contains("items") ? schema["items"] : json(true);
+    const json& target = json_internal::follow_refs(items, resolver());
+    std::vector<json> candidates;
+    auto types = json_internal::possible_types(target);
+    if (target.is_object() && target.contains("enum") && target["enum"].is_array()) {
+      for (auto& v : target["enum"]) candidates.push_back(v);
+    } else if (target.is_object() && target.contains("const")) {
+      candidates.push_back(target["const"]);
+    } else if (!types.empty() && !types.count("number") && !types.count("string") && !types.count("array") &&
+               !types.count("object")) {
+      candidates = {json(nullptr), json(true), json(false)};
+    } else if (!types.empty()) {
+      throw_unsupported("uniqueItems", "uniqueItems needs items drawn from an enum, a const, booleans or null");
+    }
+    // Keep each value `items` accepts once (JSON equality: 1 == 1.0, member order ignored).
+    std::shared_ptr<const CompiledGrammar> checker;
+    try {
+      JsonSchemaOptions compact;
+      compact.whitespace = JsonSchemaOptions::Whitespace::kCompact;
+      SchemaConverter inner(root_, compact);
+      checker = CompiledGrammar::compile(inner.build_for(items));
+    } catch (const GrammarError& e) {
+      if (e.kind() != GrammarErrorKind::kUnsatisfiable) throw;
+      candidates.clear();
+    }
+    std::vector<nlohmann::json> kept;
+    std::vector<ExprPtr> values;
+    for (auto& v : candidates) {
+      nlohmann::json plain = nlohmann::json::parse(v.dump());
+      if (!checker->accepts(literal_text(v)) || std::find(kept.begin(), kept.end(), plain) != kept.end()) continue;
+      kept.push_back(plain);
+      values.push_back(json_internal::literal_value_expr(v, syntax_));
+    }
+    return json_internal::unique_items_array_expr(grammar_, values, min_items, max_items, syntax_);
   }
 
   // `contains` with minContains = k and no upper limits: item* hit item* ... (k hits), where a

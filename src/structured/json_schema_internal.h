@@ -51,6 +51,12 @@ json common_multiple_of(const json& a, const json& b);
 // intersected with the other number keywords. Throws unsupported when the automaton is too big.
 Fsm multiple_of_filter(DecimalStep step);
 
+// Arrays of distinct values drawn from `values` (each a complete value expression), with
+// min/max item counts. Throws unsupported above kMaxUniqueItemValues values.
+inline constexpr size_t kMaxUniqueItemValues = 8;
+ExprPtr unique_items_array_expr(Grammar& grammar, const std::vector<ExprPtr>& values, uint32_t min_items,
+                                uint32_t max_items, const JsonSyntax& syntax);
+
 // String content (between the quotes) for a `format`; throws unsupported for unknown formats.
 ExprPtr format_content_expr(const std::string& format);
 

@@ -139,6 +139,57 @@ TEST(JsonSchema, DependentSchemasApplyWhenTheTriggerIsPresent) {
   EXPECT_FALSE(never->accepts(R"({"x":1})"));
 }
 
+// Every array of up to 4 items over the domain plus one outsider, against a direct check.
+TEST(JsonSchema, UniqueItemsOverAnEnumIsExact) {
+  const std::vector<std::string> values = {R"("red")", R"("green")", R"("blue")", R"("pink")"};  // pink is outside
+  for (const char* bounds : {"", R"(,"minItems":1,"maxItems":2)"}) {
+    auto g = compile(std::string(R"({"type":"array","items":{"enum":["red","green","blue","red"]},"uniqueItems":true)") +
+                     bounds + "}");
+    size_t min_items = *bounds ? 1 : 0, max_items = *bounds ? 2 : 4;
+    std::vector<std::vector<int>> arrays = {{}};
+    for (size_t len = 1; len <= 4; ++len) {
+      std::vector<int> idx(len, 0);
+      while (true) {
+        arrays.push_back(idx);
+        size_t k = 0;
+        while (k < len && ++idx[k] == 4) idx[k++] = 0;
+        if (k == len) break;
+      }
+    }
+    for (auto& a : arrays) {
+      std::string text = "[";
+      bool distinct = true, inside = true;
+      for (size_t i = 0; i < a.size(); ++i) {
+        text += (i ? "," : "") + values[a[i]];
+        inside = inside && a[i] < 3;
+        for (size_t j = 0; j < i; ++j) distinct = distinct && a[j] != a[i];
+      }
+      text += "]";
+      bool expected = distinct && inside && a.size() >= min_items && a.size() <= max_items;
+      EXPECT_EQ(g->accepts(text), expected) << bounds << " " << text;
+    }
+  }
+  auto pretty = compile(R"({"type":"array","items":{"enum":["a","b"]},"uniqueItems":true})", false);
+  EXPECT_TRUE(pretty->accepts("[\n  \"b\",\n  \"a\"\n]"));
+  EXPECT_FALSE(pretty->accepts("[\"a\", \"a\"]"));
+}
+
+TEST(JsonSchema, UniqueItemsUsesJsonEqualityAndOtherDomains) {
+  auto numbers = compile(R"({"type":"array","items":{"enum":[1,1.0,2,{"a":1,"b":2},{"b":2,"a":1}]},"uniqueItems":true})");
+  EXPECT_TRUE(numbers->accepts("[2,1]"));
+  EXPECT_TRUE(numbers->accepts(R"([{"a":1,"b":2},1])"));
+  EXPECT_FALSE(numbers->accepts("[1,1]"));
+  EXPECT_FALSE(numbers->accepts(R"([{"a":1,"b":2},{"a":1,"b":2}])"));
+  auto flags = compile(R"({"type":"array","items":{"type":"boolean"},"uniqueItems":true})");
+  EXPECT_TRUE(flags->accepts("[true,false]"));
+  EXPECT_TRUE(flags->accepts("[false]"));
+  EXPECT_FALSE(flags->accepts("[true,true]"));
+  EXPECT_FALSE(flags->accepts("[null]"));
+  auto typed = compile(R"({"type":"array","items":{"type":"string","enum":["a",1,"b"]},"uniqueItems":true})");
+  EXPECT_TRUE(typed->accepts(R"(["b","a"])"));
+  EXPECT_FALSE(typed->accepts("[1]"));
+}
+
 TEST(JsonSchema, MultipleOfFiltersEnumValues) {
   auto g = compile(R"({"enum":[1,2,3,4.5,6,"x"],"multipleOf":1.5})");
   EXPECT_TRUE(g->accepts("3"));
@@ -211,6 +262,11 @@ TEST(JsonSchema, TypedErrorsNameTheKeyword) {
   expect_error(R"({"type":"number","multipleOf":0.123456789})", GrammarErrorKind::kUnsupported, "multipleOf");
   expect_error(R"({"type":"number","multipleOf":0})", GrammarErrorKind::kInvalid, "multipleOf");
   expect_error(R"({"dependentRequired":{"a":"b"}})", GrammarErrorKind::kInvalid, "dependentRequired");
+  expect_error(R"({"type":"array","items":{"type":"string"},"uniqueItems":true})", GrammarErrorKind::kUnsupported, "uniqueItems");
+  expect_error(R"({"type":"array","prefixItems":[{"enum":[1,2]}],"items":{"enum":[1,2]},"uniqueItems":true})",
+               GrammarErrorKind::kUnsupported, "uniqueItems");
+  expect_error(R"({"type":"array","items":{"enum":[1,2,3,4,5,6,7,8,9]},"uniqueItems":true})", GrammarErrorKind::kUnsupported,
+               "uniqueItems");
   expect_error(R"({"dependentSchemas":{"a":3}})", GrammarErrorKind::kInvalid, "dependentSchemas");
   expect_error(R"({"dependentRequired":{"a":[],"b":[],"c":[],"d":[],"e":[],"f":[],"g":[]}})",
                GrammarErrorKind::kUnsupported, "dependentRequired");

@@ -104,6 +104,13 @@ bool valid(const ojson& schema, const ojson& v) {
   if (type == "array") {
     if (!v.is_array()) return false;
     if (schema.contains("maxItems") && v.size() > schema["maxItems"].get<size_t>()) return false;
+    if (schema.value("uniqueItems", false)) {
+      for (size_t i = 0; i < v.size(); ++i) {
+        for (size_t j = 0; j < i; ++j) {
+          if (v[i] == v[j]) return false;
+        }
+      }
+    }
     for (auto& m : v) {
       if (!valid(schema["items"], m)) return false;
     }
@@ -143,7 +150,7 @@ TEST(RealTokenizer, SchemaWalksProduceValidJson) {
       "id":{"type":"integer","minimum":1,"maximum":9999},
       "name":{"type":"string","maxLength":12},
       "code":{"type":"string","pattern":"^[A-Z]{2}[0-9]$"},
-      "tags":{"type":"array","items":{"enum":["red","green","blue"]},"maxItems":3},
+      "tags":{"type":"array","items":{"enum":["red","green","blue"]},"maxItems":3,"uniqueItems":true},
       "active":{"type":"boolean"},
       "score":{"type":"number"},
       "price":{"type":"number","multipleOf":0.25,"minimum":0,"maximum":100}},
