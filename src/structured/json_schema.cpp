@@ -322,6 +322,20 @@ class SchemaConverter {
     return std::isfinite(d) && d == std::floor(d);
   }
 
+  // The schema compiled on its own with compact whitespace, to test literal values against it
+  // (written by literal_text); nullptr when nothing can match.
+  std::shared_ptr<const CompiledGrammar> compact_checker(const json& schema) {
+    JsonSchemaOptions compact;
+    compact.whitespace = JsonSchemaOptions::Whitespace::kCompact;
+    try {
+      SchemaConverter inner(root_, compact);
+      return CompiledGrammar::compile(inner.build_for(schema));
+    } catch (const GrammarError& e) {
+      if (e.kind() != GrammarErrorKind::kUnsatisfiable) throw;
+      return nullptr;
+    }
+  }
+
   ExprPtr convert_enum(const json& schema, const std::set<std::string>& types) {
     std::vector<json> candidates;
     if (schema.contains("enum")) {
@@ -345,19 +359,11 @@ class SchemaConverter {
     rest.erase("type");
     std::shared_ptr<const CompiledGrammar> checker;
     if (has_validation_keywords(rest)) {
-      JsonSchemaOptions compact;
-      compact.whitespace = JsonSchemaOptions::Whitespace::kCompact;
       json sub = schema;
       sub.erase("enum");
       sub.erase("const");
-      try {
-        SchemaConverter inner(root_, compact);
-        Grammar g = inner.build_for(sub);
-        checker = CompiledGrammar::compile(g);
-      } catch (const GrammarError& e) {
-        if (e.kind() != GrammarErrorKind::kUnsatisfiable) throw;
-        return make_nothing();
-      }
+      checker = compact_checker(sub);
+      if (!checker) return make_nothing();
     }
     std::vector<ExprPtr> options;
     for (auto& v : candidates) {
@@ -569,29 +575,24 @@ class SchemaConverter {
     }
     json items = schema.contains("items") ? schema["items"] : json(true);
     const json& target = json_internal::follow_refs(items, resolver());
+    // Candidates: the enum or const where there is one (possible_types reads those first), else
+    // null and booleans; `items` itself decides below which of them it accepts.
     std::vector<json> candidates;
-    auto types = json_internal::possible_types(target);
     if (target.is_object() && target.contains("enum") && target["enum"].is_array()) {
       for (auto& v : target["enum"]) candidates.push_back(v);
     } else if (target.is_object() && target.contains("const")) {
       candidates.push_back(target["const"]);
-    } else if (!types.empty() && !types.count("number") && !types.count("string") && !types.count("array") &&
-               !types.count("object")) {
+    } else {
+      for (auto& type : json_internal::possible_types(target)) {
+        if (type != "null" && type != "boolean") {
+          throw_unsupported("uniqueItems", "uniqueItems needs items drawn from an enum, a const, booleans or null");
+        }
+      }
       candidates = {json(nullptr), json(true), json(false)};
-    } else if (!types.empty()) {
-      throw_unsupported("uniqueItems", "uniqueItems needs items drawn from an enum, a const, booleans or null");
     }
     // Keep each value `items` accepts once (JSON equality: 1 == 1.0, member order ignored).
-    std::shared_ptr<const CompiledGrammar> checker;
-    try {
-      JsonSchemaOptions compact;
-      compact.whitespace = JsonSchemaOptions::Whitespace::kCompact;
-      SchemaConverter inner(root_, compact);
-      checker = CompiledGrammar::compile(inner.build_for(items));
-    } catch (const GrammarError& e) {
-      if (e.kind() != GrammarErrorKind::kUnsatisfiable) throw;
-      candidates.clear();
-    }
+    auto checker = compact_checker(items);
+    if (!checker) candidates.clear();
     std::vector<nlohmann::json> kept;
     std::vector<ExprPtr> values;
     for (auto& v : candidates) {

@@ -18,7 +18,8 @@ ExprPtr unique_items_array_expr(Grammar& grammar, const std::vector<ExprPtr>& va
   }
   const uint32_t n = static_cast<uint32_t>(values.size());
   std::map<uint32_t, int> rule_of_subset;
-  // Rules are created first and filled afterwards (bodies refer to larger subsets).
+  // after(used): the rest of the array once the values in `used` are written. Subsets only grow,
+  // so each rule's larger subsets are made before it and no rule refers back.
   std::function<ExprPtr(uint32_t)> after = [&](uint32_t used) -> ExprPtr {
     auto it = rule_of_subset.find(used);
     if (it != rule_of_subset.end()) return make_ref(it->second);
