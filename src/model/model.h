@@ -9,18 +9,12 @@
 #include <string>
 #include <vector>
 
+#include "backend/backend.h"
 #include "io/model_config.h"
+#include "kv/state_pool.h"
+#include "model/forward_batch.h"
 
 namespace deepinfer::model {
-
-// Per-sequence incremental state (KV rings, compressor buffers, compressed entries). Tokens are
-// appended in order; prefill may arrive in chunks of any size and decode one token at a time.
-class SequenceState {
- public:
-  virtual ~SequenceState() = default;
-  virtual int64_t length() const = 0;  // tokens consumed so far (= position of the next token)
-  virtual size_t bytes() const = 0;    // memory held by this state
-};
 
 struct ParameterGroup {
   std::string component;  // "embed", "attention", "compressor", "indexer", "routed experts", ...
@@ -37,38 +31,59 @@ struct StateFootprint {
   std::vector<std::string> notes;  // one line per layer kind, for `deepinfer inspect`
 };
 
-// How top-k selections (MoE experts, indexer entries) break exact ties.
-enum class TopKTies {
-  // Exactly as the reference (torch.topk on the CPU, see cpu::torch_top_k_indices). Which of equal
-  // scores survives then depends on how many candidates the forward call ranks, so a chunked
-  // prefill can differ from a one-shot prefill where an exact tie sits at the k-th place.
-  Reference,
-  // The lower index wins, ranking only the candidates each token may see: independent of chunking
-  // and batching. Chosen by DEEPINFER_BATCH_INVARIANT=1.
-  LowerIndex,
-};
+using TopKTies = backend::TopKTies;
 
 struct LoadOptions {
   // Called as weights are prepared: (bytes done, bytes total).
   std::function<void(size_t, size_t)> progress;
   TopKTies top_k_ties = TopKTies::Reference;
+  // Every op computes each row with the same arithmetic whatever else is in the step (and top-k
+  // ties go to the lower index): results do not depend on batching or chunking.
+  bool batch_invariant = false;
 };
 
 // LoadOptions with the settings the environment asks for (DEEPINFER_BATCH_INVARIANT=1).
 LoadOptions load_options_from_env();
 
+class CausalLM;
+
+// One sequence's state in a pool of its own (one slot, blocks added as it grows): the convenience
+// path for tests and tools that run a single sequence. It goes through the same batched forward.
+class SequenceState {
+ public:
+  explicit SequenceState(const kv::StateLayout& layout);
+  ~SequenceState();
+  int64_t length() const { return length_; }
+  size_t bytes() const;  // pool memory this state holds
+
+ private:
+  friend class CausalLM;
+  std::unique_ptr<kv::StatePool> pool_;
+  int32_t slot_ = 0;
+  std::vector<int32_t> blocks_;
+  int64_t length_ = 0;
+};
+
 class CausalLM {
  public:
   virtual ~CausalLM() = default;
   virtual const io::ModelConfig& config() const = 0;
-  virtual std::unique_ptr<SequenceState> new_sequence() const = 0;
-  // Runs `tokens` at positions state.length() ... and appends them to the state. `logits` receives
-  // vocab_size floats per token when all_logits is true, else only the last token's row.
-  virtual void forward(SequenceState& state, std::span<const int32_t> tokens, std::vector<float>& logits,
-                       bool all_logits = false) const = 0;
+  // Where this model keeps per-sequence state (slots) and compressed entries (blocks).
+  virtual const kv::StateLayout& state_layout() const = 0;
+  // Runs every token of `batch` at its position, appending it to its sequence's state in `pool`.
+  // `logits` receives vocab_size floats per row of batch.logit_rows, in that order. Not reentrant:
+  // one forward at a time per model.
+  virtual void forward(const ForwardBatch& batch, kv::StatePool& pool, std::vector<float>& logits) const = 0;
   virtual std::vector<ParameterGroup> parameter_summary() const = 0;
   virtual StateFootprint state_footprint() const = 0;
+  virtual const backend::Backend& backend() const = 0;
   int64_t vocab_size() const { return config().vocab_size; }
+
+  // Single-sequence convenience: runs `tokens` at positions state.length() ... and appends them.
+  // `logits` receives vocab_size floats per token when all_logits is true, else the last row.
+  std::unique_ptr<SequenceState> new_sequence() const;
+  void forward(SequenceState& state, std::span<const int32_t> tokens, std::vector<float>& logits,
+               bool all_logits = false) const;
 };
 
 // Reads DIR/config.json, picks the architecture by model_type, loads the weights. Throws Error.

@@ -43,6 +43,47 @@ float dot(const float* a, const float* b, int64_t n) {
 
 }  // namespace
 
+void linear_rows(const WeightMatrix& w, const float* x, int64_t tokens, float* y, int64_t y_stride,
+                 int64_t row_begin, int64_t row_end) {
+  const int64_t k = w.cols;
+  if (w.dtype == DType::F32) {
+    const auto* wf = reinterpret_cast<const float*>(w.data) + row_begin * k;
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, tokens, row_end - row_begin, k, 1.0f, x, k, wf, k, 0.0f,
+                y + row_begin, y_stride);
+    return;
+  }
+  if (tokens <= kGemvTokens) {
+    std::vector<float> row(k);
+    for (int64_t r = row_begin; r < row_end; ++r) {
+      w.row_to_float(r, row.data());
+      for (int64_t t = 0; t < tokens; ++t) y[t * y_stride + r] = dot(row.data(), x + t * k, k);
+    }
+    return;
+  }
+  std::vector<float> tile(kTileRows * k);
+  for (int64_t r0 = row_begin; r0 < row_end; r0 += kTileRows) {
+    const int64_t n = std::min(kTileRows, row_end - r0);
+    for (int64_t r = 0; r < n; ++r) w.row_to_float(r0 + r, tile.data() + r * k);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, tokens, n, k, 1.0f, x, k, tile.data(), k, 0.0f, y + r0,
+                y_stride);
+  }
+}
+
+void linear(const WeightMatrix& w, const float* x, int64_t tokens, float* y) {
+  if (tokens == 0 || w.rows == 0) return;
+  // Split output rows across the pool; small matrices run on the calling thread.
+  const int64_t work = w.rows * w.cols * tokens;
+  const size_t min_rows = work < (1 << 16) ? static_cast<size_t>(w.rows) : static_cast<size_t>(kTileRows);
+  ThreadPool::global().parallel_for(
+      static_cast<size_t>(w.rows),
+      [&](size_t b, size_t e) { linear_rows(w, x, tokens, y, w.rows, static_cast<int64_t>(b), static_cast<int64_t>(e)); },
+      min_rows);
+}
+
+}  // namespace deepinfer::cpu
+
+namespace deepinfer {
+
 WeightMatrix WeightMatrix::row_slice(int64_t begin, int64_t count) const {
   DEEPINFER_CHECK(begin >= 0 && count >= 0 && begin + count <= rows, "row slice [{}, {}) outside {} rows",
                   begin, begin + count, rows);
@@ -85,7 +126,7 @@ void WeightMatrix::row_to_float(int64_t r, float* out) const {
         return;
       }
       for (int64_t c0 = 0; c0 < cols; c0 += block_cols) {
-        const float s = scale_at(*this, r, c0);
+        const float s = cpu::scale_at(*this, r, c0);
         const int64_t c1 = std::min(cols, c0 + block_cols);
         for (int64_t c = c0; c < c1; ++c) out[c] = f8e4m3_to_f32(p[c]) * s;
       }
@@ -106,41 +147,4 @@ void WeightMatrix::row_to_float(int64_t r, float* out) const {
   }
 }
 
-void linear_rows(const WeightMatrix& w, const float* x, int64_t tokens, float* y, int64_t y_stride,
-                 int64_t row_begin, int64_t row_end) {
-  const int64_t k = w.cols;
-  if (w.dtype == DType::F32) {
-    const auto* wf = reinterpret_cast<const float*>(w.data) + row_begin * k;
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, tokens, row_end - row_begin, k, 1.0f, x, k, wf, k, 0.0f,
-                y + row_begin, y_stride);
-    return;
-  }
-  if (tokens <= kGemvTokens) {
-    std::vector<float> row(k);
-    for (int64_t r = row_begin; r < row_end; ++r) {
-      w.row_to_float(r, row.data());
-      for (int64_t t = 0; t < tokens; ++t) y[t * y_stride + r] = dot(row.data(), x + t * k, k);
-    }
-    return;
-  }
-  std::vector<float> tile(kTileRows * k);
-  for (int64_t r0 = row_begin; r0 < row_end; r0 += kTileRows) {
-    const int64_t n = std::min(kTileRows, row_end - r0);
-    for (int64_t r = 0; r < n; ++r) w.row_to_float(r0 + r, tile.data() + r * k);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, tokens, n, k, 1.0f, x, k, tile.data(), k, 0.0f, y + r0,
-                y_stride);
-  }
-}
-
-void linear(const WeightMatrix& w, const float* x, int64_t tokens, float* y) {
-  if (tokens == 0 || w.rows == 0) return;
-  // Split output rows across the pool; small matrices run on the calling thread.
-  const int64_t work = w.rows * w.cols * tokens;
-  const size_t min_rows = work < (1 << 16) ? static_cast<size_t>(w.rows) : static_cast<size_t>(kTileRows);
-  ThreadPool::global().parallel_for(
-      static_cast<size_t>(w.rows),
-      [&](size_t b, size_t e) { linear_rows(w, x, tokens, y, w.rows, static_cast<int64_t>(b), static_cast<int64_t>(e)); },
-      min_rows);
-}
-
-}  // namespace deepinfer::cpu
+}  // namespace deepinfer

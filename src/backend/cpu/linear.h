@@ -7,29 +7,11 @@
 #include <memory>
 #include <vector>
 
-#include "core/dtype.h"
+#include "backend/weight_matrix.h"
 
 namespace deepinfer::cpu {
 
-// A weight matrix [rows = out_features, cols = in_features], row-major, as stored on disk.
-struct WeightMatrix {
-  DType dtype = DType::F32;
-  int64_t rows = 0, cols = 0;
-  const std::byte* data = nullptr;  // rows x cols elements (FP4: rows x cols/2 bytes)
-  // Block scales (FP8: [ceil(rows/block_rows), ceil(cols/block_cols)]; FP4: one per 32 along cols).
-  DType scale_dtype = DType::F32;  // F32 (weight_scale_inv) or F8_E8M0
-  const std::byte* scale = nullptr;
-  int64_t scale_cols = 0;
-  int64_t block_rows = 0, block_cols = 0;
-  std::shared_ptr<const void> keep_alive;  // owns converted storage when the view is not into the mmap
-
-  bool valid() const { return data != nullptr; }
-  // A view of rows [begin, begin + count).
-  WeightMatrix row_slice(int64_t begin, int64_t count) const;
-  // Writes row r (cols floats) widened to float32.
-  void row_to_float(int64_t r, float* out) const;
-  size_t stored_bytes() const;
-};
+using deepinfer::WeightMatrix;
 
 // y[t, :] = W x[t, :] for t in [0, tokens): x is [tokens, W.cols], y is [tokens, W.rows].
 void linear(const WeightMatrix& w, const float* x, int64_t tokens, float* y);

@@ -1,0 +1,167 @@
+#pragma once
+// The seam between model code and kernels. Model code (model/<arch>/) is a sequence of these ops;
+// each backend (cpu/ today, cuda/ next) implements every one. Ops take tensor views and the step's
+// per-sequence slices, write only their outputs (and, for the state ops, the pools), and allocate
+// nothing per call beyond scratch they keep between calls. Shapes are in the comments: T = tokens of
+// the step, H = heads, D = hidden, n = hc_mult, E = routed experts, K = experts per token.
+//
+// The work split of an op (GEMM tiles, threads, split-K) is the backend's choice, except under
+// `batch_invariant`: then every output row must be computed by the same arithmetic whatever the
+// other rows of the step are, so a sequence's results do not depend on its batch or chunking.
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "backend/state.h"
+#include "backend/weight_matrix.h"
+#include "core/tensor.h"
+
+namespace deepinfer::backend {
+
+// How top-k selections (MoE experts, indexer entries) break exact ties.
+enum class TopKTies {
+  // Exactly as the reference (torch.topk on the CPU, see cpu::torch_top_k_indices). Which of equal
+  // scores survives then depends on how many candidates the forward call ranks, so a chunked
+  // prefill can differ from a one-shot prefill where an exact tie sits at the k-th place.
+  Reference,
+  // The lower index wins, ranking only the candidates each token may see: independent of chunking
+  // and batching. Chosen by DEEPINFER_BATCH_INVARIANT=1.
+  LowerIndex,
+};
+
+// Rotary frequencies of one rope flavour: pair i of a head's trailing 2 * inv_freq.size() channels
+// rotates by position * inv_freq[i]; cos and sin are scaled by attention_factor.
+struct RopeFreqs {
+  std::span<const float> inv_freq;
+  float attention_factor = 1.0f;
+  int64_t half() const { return static_cast<int64_t>(inv_freq.size()); }
+};
+
+// One mHC mixer site: fn [(2+n)*n, n*D] (head: [n, n*D]), base [(2+n)*n] (head: [n]), scale [3]
+// (head: [1]), all float32.
+struct MhcWeights {
+  const float* fn = nullptr;
+  const float* base = nullptr;
+  const float* scale = nullptr;
+};
+
+struct MhcParams {
+  int64_t hc_mult = 4;
+  int64_t sinkhorn_iters = 20;
+  float hc_eps = 1e-6f;    // added after sigmoid / softmax and to each Sinkhorn divide
+  float norm_eps = 1e-6f;  // of the unweighted RMSNorm over the flattened copies
+};
+
+// The float32 parameters of a compressor (its projections run as linear() in the model code).
+struct CompressorWeights {
+  const float* ape = nullptr;   // learned position bias [rate, width]
+  const float* norm = nullptr;  // RMSNorm weight [head_dim]
+  float norm_eps = 1e-6f;
+};
+
+struct SwigluExpert {
+  const WeightMatrix* w1 = nullptr;  // gate [I, D]
+  const WeightMatrix* w2 = nullptr;  // down [D, I]
+  const WeightMatrix* w3 = nullptr;  // up [I, D]
+};
+
+struct MoeWeights {
+  std::span<const SwigluExpert> experts;  // [E]
+  SwigluExpert shared;
+  float swiglu_limit = 10.0f;  // gate <= limit, up in [-limit, limit]
+};
+
+enum class ScoringFunc { SqrtSoftplus, Sigmoid, Softmax };
+
+struct RoutingParams {
+  ScoringFunc scoring = ScoringFunc::SqrtSoftplus;
+  int64_t top_k = 0;
+  float routed_scaling_factor = 1.0f;
+  bool norm_topk_prob = true;         // renormalise the chosen scores to sum 1 before scaling
+  const float* bias = nullptr;        // e_score_correction_bias [E]: added for the choice only
+  const int32_t* tid2eid = nullptr;   // hash routing: experts of token id v are tid2eid[v*K .. v*K+K)
+  int64_t tid2eid_rows = 0;           // vocabulary rows of tid2eid
+  TopKTies ties = TopKTies::Reference;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string_view name() const = 0;
+  virtual Device device() const = 0;
+  virtual bool batch_invariant() const = 0;
+
+  // --- dense ---
+  // y [T, w.rows] = x [T, w.cols] W^T, W in its stored dtype, float32 accumulation.
+  virtual void linear(const WeightMatrix& w, TensorView x, TensorView y) = 0;
+  // Block-diagonal projection: W [G*R, C]; y[t, g*R + r] = sum_c W[g*R + r, c] x[t, g*C + c].
+  virtual void grouped_linear(const WeightMatrix& w, int64_t groups, TensorView x, TensorView y) = 0;
+  // out [T, copies, D]: every copy of row t = table[ids[t]] widened to float32.
+  virtual void embed(const WeightMatrix& table, std::span<const int32_t> ids, TensorView out) = 0;
+  // out = x * rsqrt(mean(x^2) + eps) * weight over the last dimension; weight may be null
+  // (unweighted); out may alias x.
+  virtual void rms_norm(TensorView x, const float* weight, float eps, TensorView out) = 0;
+  // Interleaved rotary embedding on the trailing 2 * half channels of each head of x [T, heads, hd],
+  // token t at positions[t]; inverse rotates by -position.
+  virtual void rope(TensorView x, std::span<const int64_t> positions, const RopeFreqs& freqs, bool inverse) = 0;
+
+  // --- mHC (hyper-connections) ---
+  // From residual [T, n, D]: input [T, D] = sum_i pre_i x_i, post [T, n], comb [T, n, n]
+  // (comb[j][k]: weight of copy j in output copy k), with sigmoid / softmax + Sinkhorn as MODELS.md.
+  virtual void mhc_pre(const MhcWeights& w, const MhcParams& p, TensorView residual, TensorView input,
+                       TensorView post, TensorView comb) = 0;
+  // residual[t, k] = post[t, k] * out[t] + sum_j comb[t, j, k] residual[t, j].
+  virtual void mhc_post(TensorView residual, TensorView out, TensorView post, TensorView comb) = 0;
+  // hidden [T, D] = sum_i (sigmoid(mix_i * scale0 + base_i) + eps) x_i, mix = rms(flat) fn^T.
+  virtual void mhc_head(const MhcWeights& w, const MhcParams& p, TensorView residual, TensorView hidden) = 0;
+
+  // --- compressed attention state ---
+  // Feeds each sequence's new tokens' projections kv, gate [T, width] to its compressor state and
+  // writes every entry whose window completes (softmax-gated sum, RMSNorm, rope at w * rate) into
+  // its blocks. Block tables must cover the new entries.
+  virtual void compress(const CompressorLayout& c, const CompressorWeights& w, const RopeFreqs& freqs,
+                        TensorView kv, TensorView gate, std::span<const SeqSlice> seqs,
+                        const StateStorage& state) = 0;
+  // The indexer: for each token, scores sum_h w[t,h] * relu(q[t,h] . k_j) * score_scale over the
+  // entries j it may see (j < (pos + 1) / rate), keeps the top_k, sorted by entry; selected [T, top_k]
+  // I32 padded with -1. q [T, nh, ihd] (roped), head_weights [T, nh] (scaled).
+  virtual void indexer_select(const CompressorLayout& keys, TensorView q, TensorView head_weights,
+                              float score_scale, int64_t top_k, TopKTies ties, std::span<const SeqSlice> seqs,
+                              const StateStorage& state, TensorView selected) = 0;
+  // Writes the last min(count, window) rows of each sequence's kv [T, hd] into its window ring.
+  virtual void store_window(const WindowLayout& wl, TensorView kv, std::span<const SeqSlice> seqs,
+                            const StateStorage& state) = 0;
+  // Shared-KV attention: q [T, H, hd] over the token's window (its ring before this step, then the
+  // step's own kv [T, hd] rows) plus compressed entries: the selected ones (selected [T, k] I32,
+  // -1 = none) or, with an empty `selected`, every completed one; per-head sink logits [H] take
+  // probability mass and are dropped. entries may be null (sliding layers). out [T, H, hd].
+  virtual void sparse_attention(TensorView q, TensorView kv, const WindowLayout& wl, const CompressorLayout* entries,
+                                TensorView selected, const float* sink, float scale, std::span<const SeqSlice> seqs,
+                                const StateStorage& state, TensorView out) = 0;
+
+  // --- MoE ---
+  // From router logits [T, E]: experts [T, K] I32 and weights [T, K] F32.
+  virtual void moe_route(const RoutingParams& p, TensorView logits, std::span<const int32_t> token_ids,
+                         TensorView experts, TensorView weights) = 0;
+  // out [T, D] = shared(x) + sum_k weights[t,k] * expert[experts[t,k]](x), SwiGLU with clamps;
+  // experts accumulate in ascending expert id per token.
+  virtual void moe_experts(const MoeWeights& w, TensorView x, TensorView experts, TensorView weights,
+                           TensorView out) = 0;
+};
+
+struct BackendOptions {
+  bool batch_invariant = false;
+};
+
+// The CPU reference backend (float32, threaded, OpenBLAS).
+std::unique_ptr<Backend> make_cpu_backend(const BackendOptions& options = {});
+
+// Every backend built into this binary and usable here ("cpu" always; "cuda" when compiled and a
+// device is present), for test_backend_ops and `--device`.
+std::vector<std::string> available_backends();
+std::unique_ptr<Backend> make_backend(std::string_view name, const BackendOptions& options = {});
+
+}  // namespace deepinfer::backend

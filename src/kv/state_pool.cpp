@@ -1,0 +1,103 @@
+#include "kv/state_pool.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+
+namespace deepinfer::kv {
+
+namespace {
+// new float[] leaves the memory untouched, so a large budget costs nothing until it is used.
+std::unique_ptr<float[]> allocate(int64_t elems) {
+  return std::unique_ptr<float[]>(new float[static_cast<size_t>(std::max<int64_t>(elems, 1))]);
+}
+}  // namespace
+
+StatePool::StatePool(StateLayout layout, int64_t num_slots, int64_t num_blocks)
+    : layout_(std::move(layout)), num_blocks_(num_blocks) {
+  DEEPINFER_CHECK(num_slots >= 1, "a state pool needs at least one slot, got {}", num_slots);
+  DEEPINFER_CHECK(num_blocks >= 0, "negative block count {}", num_blocks);
+  slots_ = allocate(num_slots * layout_.slot_elems);
+  blocks_ = allocate(num_blocks * layout_.block_elems);
+  slot_used_.assign(static_cast<size_t>(num_slots), false);
+  block_used_.assign(static_cast<size_t>(num_blocks), false);
+  // Free lists pop from the back: hand out low indices first.
+  for (int64_t s = num_slots - 1; s >= 0; --s) free_slots_.push_back(static_cast<int32_t>(s));
+  for (int64_t b = num_blocks - 1; b >= 0; --b) free_blocks_.push_back(static_cast<int32_t>(b));
+}
+
+StatePool StatePool::from_budget(const StateLayout& layout, size_t budget_bytes, int64_t max_slots) {
+  DEEPINFER_CHECK(max_slots >= 1, "max sequences must be >= 1, got {}", max_slots);
+  const size_t slots_bytes = static_cast<size_t>(max_slots) * layout.slot_bytes();
+  const size_t need = slots_bytes + static_cast<size_t>(max_slots) * layout.block_bytes();
+  DEEPINFER_CHECK(budget_bytes >= need,
+                  "state memory budget {} bytes is too small: {} sequences need {} bytes of window/compressor "
+                  "slots plus {} bytes for one block each (lower max sequences or raise the budget)",
+                  budget_bytes, max_slots, slots_bytes, need - slots_bytes);
+  const auto blocks = static_cast<int64_t>((budget_bytes - slots_bytes) / std::max<size_t>(layout.block_bytes(), 1));
+  return StatePool(layout, max_slots, std::min<int64_t>(blocks, INT32_MAX));
+}
+
+backend::StateStorage StatePool::storage() const {
+  backend::StateStorage s;
+  s.dtype = layout_.dtype;
+  s.slots = slots_.get();
+  s.blocks = blocks_.get();
+  s.slot_elems = layout_.slot_elems;
+  s.block_elems = layout_.block_elems;
+  s.block_tokens = layout_.block_tokens;
+  return s;
+}
+
+size_t StatePool::allocated_bytes() const {
+  return static_cast<size_t>(num_slots()) * layout_.slot_bytes() + static_cast<size_t>(num_blocks_) * layout_.block_bytes();
+}
+
+std::optional<int32_t> StatePool::allocate_slot() {
+  if (free_slots_.empty()) return std::nullopt;
+  const int32_t s = free_slots_.back();
+  free_slots_.pop_back();
+  slot_used_[static_cast<size_t>(s)] = true;
+  return s;
+}
+
+void StatePool::free_slot(int32_t slot) {
+  DEEPINFER_CHECK(slot >= 0 && slot < num_slots() && slot_used_[static_cast<size_t>(slot)],
+                  "freeing slot {} that is not in use", slot);
+  slot_used_[static_cast<size_t>(slot)] = false;
+  free_slots_.push_back(slot);
+}
+
+bool StatePool::allocate_blocks(int64_t n, std::vector<int32_t>& table) {
+  if (n <= 0) return true;
+  if (n > free_block_count()) return false;
+  for (int64_t i = 0; i < n; ++i) {
+    const int32_t b = free_blocks_.back();
+    free_blocks_.pop_back();
+    block_used_[static_cast<size_t>(b)] = true;
+    table.push_back(b);
+  }
+  return true;
+}
+
+void StatePool::free_blocks(std::span<const int32_t> blocks) {
+  for (int32_t b : blocks) {
+    DEEPINFER_CHECK(b >= 0 && b < num_blocks_ && block_used_[static_cast<size_t>(b)],
+                    "freeing block {} that is not in use", b);
+    block_used_[static_cast<size_t>(b)] = false;
+    free_blocks_.push_back(b);
+  }
+}
+
+void StatePool::grow_blocks(int64_t extra) {
+  if (extra <= 0) return;
+  const int64_t total = num_blocks_ + extra;
+  auto grown = allocate(total * layout_.block_elems);
+  std::copy_n(blocks_.get(), num_blocks_ * layout_.block_elems, grown.get());
+  blocks_ = std::move(grown);
+  block_used_.resize(static_cast<size_t>(total), false);
+  for (int64_t b = total - 1; b >= num_blocks_; --b) free_blocks_.insert(free_blocks_.begin(), static_cast<int32_t>(b));
+  num_blocks_ = total;
+}
+
+}  // namespace deepinfer::kv

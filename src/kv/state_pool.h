@@ -1,0 +1,51 @@
+#pragma once
+// The memory that holds every running sequence's model state: `num_slots` slots (window rings and
+// compressor partial state, one per running sequence) and `num_blocks` blocks of compressed KV and
+// indexer keys handed out by a free list. Slots, not token-indexed blocks, hold the bounded state
+// (SGLang's choice): it never grows, is never shared between sequences in this engine, and a slot
+// needs no table lookup per window row. Blocks are what grows with context and what a prefix cache
+// will share. Storage is allocated once; pages the OS has not been asked for stay untouched.
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "backend/state.h"
+#include "kv/state_layout.h"
+
+namespace deepinfer::kv {
+
+class StatePool {
+ public:
+  StatePool(StateLayout layout, int64_t num_slots, int64_t num_blocks);
+  // Slots for max_slots sequences, the rest of `budget_bytes` as blocks. Throws if the budget
+  // cannot hold the slots and one block per slot.
+  static StatePool from_budget(const StateLayout& layout, size_t budget_bytes, int64_t max_slots);
+
+  const StateLayout& layout() const { return layout_; }
+  backend::StateStorage storage() const;
+
+  int64_t num_slots() const { return static_cast<int64_t>(slot_used_.size()); }
+  int64_t num_blocks() const { return num_blocks_; }
+  int64_t free_slot_count() const { return static_cast<int64_t>(free_slots_.size()); }
+  int64_t free_block_count() const { return static_cast<int64_t>(free_blocks_.size()); }
+  size_t allocated_bytes() const;
+
+  std::optional<int32_t> allocate_slot();
+  void free_slot(int32_t slot);
+  // Appends n fresh blocks to `table`; false (and nothing taken) if fewer than n are free.
+  bool allocate_blocks(int64_t n, std::vector<int32_t>& table);
+  void free_blocks(std::span<const int32_t> blocks);
+  // Adds blocks (for growable single-sequence pools); storage pointers change.
+  void grow_blocks(int64_t extra);
+
+ private:
+  StateLayout layout_;
+  int64_t num_blocks_ = 0;
+  std::unique_ptr<float[]> slots_, blocks_;
+  std::vector<int32_t> free_slots_, free_blocks_;
+  std::vector<bool> slot_used_, block_used_;
+};
+
+}  // namespace deepinfer::kv
