@@ -125,12 +125,14 @@ class Backend {
   virtual void compress(const CompressorLayout& c, const CompressorWeights& w, const RopeFreqs& freqs,
                         TensorView kv, TensorView gate, std::span<const SeqSlice> seqs,
                         const StateStorage& state) = 0;
-  // The indexer: for each token, scores sum_h w[t,h] * relu(q[t,h] . k_j) * score_scale over the
-  // entries j it may see (j < (pos + 1) / rate), keeps the top_k, sorted by entry; selected [T, top_k]
-  // I32 padded with -1. q [T, nh, ihd] (roped), head_weights [T, nh] (scaled).
+  // The indexer: for each token, scores sum_h relu(q[t,h] . k_j) * score_scale * (w[t,h] *
+  // head_weight_scale) over the entries j it may see (j < (pos + 1) / rate), keeps the top_k, sorted
+  // by entry; selected [T, top_k] I32 padded with -1. q [T, nh, ihd] (roped), head_weights [T, nh].
+  // Under TopKTies::Reference the hidden entries of the step's sequence rank too, at -inf, as the
+  // reference's one call over the whole chunk does.
   virtual void indexer_select(const CompressorLayout& keys, TensorView q, TensorView head_weights,
-                              float score_scale, int64_t top_k, TopKTies ties, std::span<const SeqSlice> seqs,
-                              const StateStorage& state, TensorView selected) = 0;
+                              float head_weight_scale, float score_scale, int64_t top_k, TopKTies ties,
+                              std::span<const SeqSlice> seqs, const StateStorage& state, TensorView selected) = 0;
   // Writes the last min(count, window) rows of each sequence's kv [T, hd] into its window ring.
   virtual void store_window(const WindowLayout& wl, TensorView kv, std::span<const SeqSlice> seqs,
                             const StateStorage& state) = 0;

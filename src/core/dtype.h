@@ -1,6 +1,7 @@
 #pragma once
 // Storage element types and their scalar conversions to float32.
 // Everything is computed in float32; these helpers widen stored values on the fly.
+#include <array>
 #include <bit>
 #include <cmath>
 #include <cstddef>
@@ -51,17 +52,29 @@ inline float f16_to_f32(uint16_t h) {
   return std::bit_cast<float>(sign | ((exp + 112u) << 23) | (man << 13));
 }
 
-// OCP FP8 E4M3 (the "fn" variant: no infinities, 0x7f/0xff are NaN, max 448).
-inline float f8e4m3_to_f32(uint8_t v) {
-  const bool neg = v & 0x80;
-  const int exp = (v >> 3) & 0xf;
-  const int man = v & 0x7;
-  float out;
-  if (exp == 0xf && man == 0x7) return std::nanf("");
-  if (exp == 0) out = std::ldexp(static_cast<float>(man), -9);  // subnormal: man/8 * 2^-6
-  else out = std::ldexp(1.0f + man / 8.0f, exp - 7);
-  return neg ? -out : out;
+// OCP FP8 E4M3 (the "fn" variant: no infinities, 0x7f/0xff are NaN, max 448), widened through a
+// 256-entry table built at compile time from the bit layout (1 sign, 4 exponent bits with bias 7,
+// 3 mantissa bits): one load per element instead of an ldexp.
+namespace detail {
+constexpr float f8e4m3_value(uint8_t v) {
+  const uint32_t sign = static_cast<uint32_t>(v & 0x80) << 24;
+  const uint32_t exp = (v >> 3) & 0xf, man = v & 0x7;
+  if (exp == 0xf && man == 0x7) return std::bit_cast<float>(0x7fc00000u);  // NaN
+  if (exp == 0) {  // subnormal: man/8 * 2^-6 = man * 2^-9, exact in float
+    const float magnitude = static_cast<float>(man) / 512.0f;
+    return sign ? -magnitude : magnitude;
+  }
+  return std::bit_cast<float>(sign | ((exp - 7 + 127) << 23) | (man << 20));
 }
+constexpr std::array<float, 256> make_f8e4m3_table() {
+  std::array<float, 256> t{};
+  for (int c = 0; c < 256; ++c) t[static_cast<size_t>(c)] = f8e4m3_value(static_cast<uint8_t>(c));
+  return t;
+}
+}  // namespace detail
+inline constexpr std::array<float, 256> kF8E4M3Table = detail::make_f8e4m3_table();
+
+inline float f8e4m3_to_f32(uint8_t v) { return kF8E4M3Table[v]; }
 
 // E8M0: a pure power of two 2^(v-127); 0xff is NaN.
 inline float e8m0_to_f32(uint8_t v) {

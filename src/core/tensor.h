@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <initializer_list>
+#include <span>
 
 #include "core/dtype.h"
 #include "core/error.h"
@@ -23,22 +24,27 @@ struct TensorView {
   std::array<int64_t, kMaxRank> stride{};  // in elements
 
   // A contiguous row-major view.
-  static TensorView contiguous(void* data, DType dtype, std::initializer_list<int64_t> dims,
-                               Device device = Device::CPU) {
+  static TensorView contiguous(void* data, DType dtype, std::span<const int64_t> dims, Device device = Device::CPU) {
     TensorView v;
     v.data = data;
     v.dtype = dtype;
     v.device = device;
     v.rank = static_cast<int>(dims.size());
     DEEPINFER_CHECK(v.rank <= kMaxRank, "tensor rank {} above {}", v.rank, kMaxRank);
-    int i = 0;
-    for (int64_t d : dims) v.shape[static_cast<size_t>(i++)] = d;
+    for (int k = 0; k < v.rank; ++k) {
+      DEEPINFER_CHECK(dims[static_cast<size_t>(k)] >= 0, "negative tensor dimension {}", dims[static_cast<size_t>(k)]);
+      v.shape[static_cast<size_t>(k)] = dims[static_cast<size_t>(k)];
+    }
     int64_t s = 1;
     for (int k = v.rank - 1; k >= 0; --k) {
       v.stride[static_cast<size_t>(k)] = s;
       s *= v.shape[static_cast<size_t>(k)];
     }
     return v;
+  }
+  static TensorView contiguous(void* data, DType dtype, std::initializer_list<int64_t> dims,
+                               Device device = Device::CPU) {
+    return contiguous(data, dtype, std::span<const int64_t>(dims.begin(), dims.size()), device);
   }
   static TensorView f32(float* data, std::initializer_list<int64_t> dims) {
     return contiguous(data, DType::F32, dims);
@@ -53,6 +59,8 @@ struct TensorView {
     for (int k = 0; k < rank; ++k) n *= shape[static_cast<size_t>(k)];
     return n;
   }
+  // Bytes of a contiguous view of this shape (packed FP4: two elements per byte, rounded up).
+  size_t nbytes() const { return (static_cast<size_t>(numel()) * dtype_bits(dtype) + 7) / 8; }
   bool is_contiguous() const {
     int64_t s = 1;
     for (int k = rank - 1; k >= 0; --k) {

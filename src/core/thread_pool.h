@@ -1,9 +1,19 @@
 #pragma once
 // A small fixed pool for data-parallel loops. parallel_for splits [0, n) into contiguous
-// chunks, one per worker; the split depends only on n and the worker count, so results are
-// reproducible run to run.
+// chunks, one per worker; the split depends only on n and the worker count (never on timing or on
+// whether the pool was free), so results are reproducible run to run.
+//
+// Concurrent callers: one job runs on the workers at a time. A caller that finds the pool busy
+// runs its whole job inline on its own thread, over the same chunks in order, instead of waiting
+// for the pool. Waiting would idle a thread whose core could work, and could deadlock when a chunk
+// of the running job waits on the thread that is calling; inline keeps every caller progressing
+// and, chunk by chunk, computes what the pool would have.
+//
+// Exceptions: a chunk that throws (on a worker or on the caller) does not stop the other chunks;
+// once every chunk has finished, parallel_for rethrows the first exception thrown.
 #include <condition_variable>
 #include <cstddef>
+#include <exception>
 #include <functional>
 #include <mutex>
 #include <thread>
@@ -21,19 +31,27 @@ class ThreadPool {
   size_t size() const { return workers_.size() + 1; }
 
   // fn(begin, end) is called on disjoint ranges covering [0, n); the caller thread takes part.
+  // Safe to call from several threads at once; a call from inside a chunk runs inline.
   void parallel_for(size_t n, const std::function<void(size_t, size_t)>& fn, size_t min_chunk = 1);
+
+  // Calls that found the pool busy and ran inline (for tests and diagnostics).
+  size_t inline_runs() const;
 
   static ThreadPool& global();
 
  private:
   void worker_loop(size_t index);
+  void record_error(std::exception_ptr error);
 
   std::vector<std::thread> workers_;
-  std::mutex mutex_;
+  mutable std::mutex mutex_;
   std::condition_variable wake_, done_;
+  // The job on the workers; valid while busy_.
   const std::function<void(size_t, size_t)>* job_ = nullptr;
   size_t job_n_ = 0, job_chunks_ = 0, generation_ = 0, pending_ = 0;
-  bool stop_ = false;
+  std::exception_ptr job_error_;  // first exception of the job on the workers
+  bool busy_ = false, stop_ = false;
+  size_t inline_runs_ = 0;
 };
 
 }  // namespace deepinfer

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/finish_reason.h"
 #include "model/model.h"
 #include "sampling/sampler.h"
 #include "sampling/sampling_params.h"
@@ -16,8 +17,6 @@
 
 namespace deepinfer::engine {
 
-enum class FinishReason { Stop, Length };
-const char* to_string(FinishReason reason);  // "stop" / "length" (OpenAI's names)
 
 struct GeneratorOptions {
   int64_t prefill_chunk = 512;        // prompt tokens per forward call during prefill

@@ -15,6 +15,7 @@ LoadOptions load_options_from_env() {
   LoadOptions options;
   if (const char* v = std::getenv("DEEPINFER_BATCH_INVARIANT"); v && std::string_view(v) == "1") {
     options.top_k_ties = TopKTies::LowerIndex;
+    options.batch_invariant = true;
   }
   return options;
 }
@@ -25,7 +26,7 @@ std::unique_ptr<CausalLM> load_model(const std::filesystem::path& dir, const Loa
   io::ModelConfig config = io::load_model_config(dir);
   if (config.model_type == "deepseek_v4") {
     auto weights = deepseek_v4::load_weights(dir, config, options.progress);
-    return std::make_unique<deepseek_v4::DeepseekV4>(std::move(config), std::move(weights), options.top_k_ties);
+    return std::make_unique<deepseek_v4::DeepseekV4>(std::move(config), std::move(weights), options);
   }
   fail("{}: model_type '{}' is not supported (supported: deepseek_v4)", (dir / "config.json").string(),
        config.model_type);

@@ -1,9 +1,12 @@
 #include "backend/cpu/linear.h"
 
+#include "backend/cpu/ops.h"
+
 #include <cblas.h>
 
 #include <algorithm>
 #include <cstring>
+#include <vector>
 
 #include "core/error.h"
 #include "core/thread_pool.h"
@@ -30,16 +33,6 @@ float scale_at(const WeightMatrix& w, int64_t r, int64_t c) {
 constexpr int64_t kTileRows = 64;
 // At or below this many tokens a direct dot-product kernel beats widening tiles.
 constexpr int64_t kGemvTokens = 2;
-
-float dot(const float* a, const float* b, int64_t n) {
-  float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8)
-    for (int k = 0; k < 8; ++k) acc[k] += a[i + k] * b[i + k];
-  float s = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
-  for (; i < n; ++i) s += a[i] * b[i];
-  return s;
-}
 
 }  // namespace
 
@@ -78,6 +71,30 @@ void linear(const WeightMatrix& w, const float* x, int64_t tokens, float* y) {
       static_cast<size_t>(w.rows),
       [&](size_t b, size_t e) { linear_rows(w, x, tokens, y, w.rows, static_cast<int64_t>(b), static_cast<int64_t>(e)); },
       min_rows);
+}
+
+void linear_invariant(const WeightMatrix& w, const float* x, int64_t tokens, float* y) {
+  if (tokens == 0 || w.rows == 0) return;
+  const int64_t k = w.cols;
+  ThreadPool::global().parallel_for(
+      static_cast<size_t>((w.rows + kTileRows - 1) / kTileRows),
+      [&](size_t b, size_t e) {
+        thread_local std::vector<float> tile;
+        tile.resize(static_cast<size_t>(kTileRows * k));
+        for (size_t ti = b; ti < e; ++ti) {
+          const int64_t r0 = static_cast<int64_t>(ti) * kTileRows, n = std::min(kTileRows, w.rows - r0);
+          const float* rows = nullptr;
+          if (w.dtype == DType::F32) {
+            rows = reinterpret_cast<const float*>(w.data) + r0 * k;
+          } else {
+            for (int64_t r = 0; r < n; ++r) w.row_to_float(r0 + r, tile.data() + r * k);
+            rows = tile.data();
+          }
+          for (int64_t t = 0; t < tokens; ++t)
+            for (int64_t r = 0; r < n; ++r) y[t * w.rows + r0 + r] = dot(rows + r * k, x + t * k, k);
+        }
+      },
+      1);
 }
 
 }  // namespace deepinfer::cpu

@@ -20,4 +20,8 @@ void linear(const WeightMatrix& w, const float* x, int64_t tokens, float* y);
 void linear_rows(const WeightMatrix& w, const float* x, int64_t tokens, float* y, int64_t y_stride,
                  int64_t row_begin, int64_t row_end);
 
+// linear() whose every output element is one fixed-order dot product (ops.h dot()), so a row's
+// result does not depend on how many rows the call has: the batch-invariant kernel.
+void linear_invariant(const WeightMatrix& w, const float* x, int64_t tokens, float* y);
+
 }  // namespace deepinfer::cpu

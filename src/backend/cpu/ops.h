@@ -17,6 +17,18 @@ void rms_norm_to(const float* x, float* out, int64_t rows, int64_t n, const floa
 void rope_interleaved(float* head, int64_t head_dim, const float* cos, const float* sin, int64_t half,
                       float sign = 1.0f);
 
+// Dot product with 8 fixed lanes, summed in a fixed tree: the same result for the same inputs
+// wherever it is called (the compiler vectorises the lanes).
+inline float dot(const float* a, const float* b, int64_t n) {
+  float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (int k = 0; k < 8; ++k) acc[k] += a[i + k] * b[i + k];
+  float s = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+  for (; i < n; ++i) s += a[i] * b[i];
+  return s;
+}
+
 float sigmoid(float x);
 float silu(float x);
 float softplus(float x);  // torch semantics: x for x > 20

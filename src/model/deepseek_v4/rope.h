@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "backend/backend.h"
 #include "io/model_config.h"
 
 namespace deepinfer::model::deepseek_v4 {
@@ -18,6 +19,7 @@ class Rope {
   // cos/sin of every pair at `position`, scaled by the attention factor (1 for V4).
   void angles(int64_t position, float* cos, float* sin) const;
   const std::vector<float>& inv_freq() const { return inv_freq_; }
+  backend::RopeFreqs freqs() const { return {inv_freq_, attention_factor_}; }
 
  private:
   std::vector<float> inv_freq_;

@@ -47,28 +47,14 @@ std::vector<ParameterGroup> DeepseekV4::parameter_summary() const {
 }
 
 StateFootprint DeepseekV4::state_footprint() const {
-  // This backend keeps state in float32.
-  constexpr double kBytes = 4.0;
   StateFootprint f;
-  const auto hd = static_cast<double>(config_.head_dim), W = static_cast<double>(config_.sliding_window);
+  f.per_token = layout_.bytes_per_token();
+  f.fixed = static_cast<double>(layout_.slot_bytes());
   int sliding = 0, csa = 0, hca = 0;
   for (const auto kind : config_.layer_types) {
-    f.fixed += W * hd * kBytes;  // window ring
-    if (kind == io::AttentionKind::CSA) {
-      ++csa;
-      const auto rate = static_cast<double>(config_.compress_rate_csa);
-      const auto ihd = static_cast<double>(config_.index_head_dim);
-      f.per_token += (hd + ihd) / rate * kBytes;
-      // unfinished window (kv + gate, two halves) and the overlap half, for main and indexer
-      f.fixed += (rate * 4 * hd + rate * 2 * hd + rate * 4 * ihd + rate * 2 * ihd) * kBytes;
-    } else if (kind == io::AttentionKind::HCA) {
-      ++hca;
-      const auto rate = static_cast<double>(config_.compress_rate_hca);
-      f.per_token += hd / rate * kBytes;
-      f.fixed += rate * 2 * hd * kBytes;
-    } else {
-      ++sliding;
-    }
+    if (kind == io::AttentionKind::CSA) ++csa;
+    else if (kind == io::AttentionKind::HCA) ++hca;
+    else ++sliding;
   }
   f.notes.push_back(fmt::format("{} sliding layer(s): {}-token ring of {}-wide KV", sliding, config_.sliding_window,
                                 config_.head_dim));
@@ -78,7 +64,9 @@ StateFootprint DeepseekV4::state_footprint() const {
   if (hca)
     f.notes.push_back(
         fmt::format("{} HCA layer(s): 1 KV entry ({}) per {} tokens", hca, config_.head_dim, config_.compress_rate_hca));
-  f.notes.push_back("state is held in float32 by the CPU backend");
+  f.notes.push_back(fmt::format("pools hold {}: blocks of {} positions ({} bytes), slots of {} bytes",
+                                dtype_name(layout_.dtype), layout_.block_tokens, layout_.block_bytes(),
+                                layout_.slot_bytes()));
   return f;
 }
 

@@ -167,7 +167,10 @@ std::unique_ptr<Weights> load_weights(const std::filesystem::path& dir, const io
   const int64_t mix = (2 + hc) * hc;
 
   w->embed = L.matrix("embed", c.vocab_size, D);
-  w->head = L.matrix("head", c.vocab_size, D);
+  // Tied embeddings (tie_word_embeddings): the output projection is the embedding itself, unless the
+  // checkpoint ships a separate head anyway.
+  const bool tied = c.tie_word_embeddings && !L.optional("head.weight") && !L.optional("head");
+  w->head = tied ? w->embed : L.matrix("head", c.vocab_size, D);
   w->norm = L.vector("norm.weight", {D});
   w->hc_head_fn = L.vector("hc_head_fn", {hc, hc * D});
   w->hc_head_base = L.vector("hc_head_base", {hc});

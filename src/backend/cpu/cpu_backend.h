@@ -1,0 +1,63 @@
+#pragma once
+// The CPU reference backend: float32 everywhere, threaded over the global pool, OpenBLAS for GEMMs
+// (or, under batch invariance, a fixed-order dot-product kernel whose result for a row does not
+// depend on how many rows the call has).
+#include <vector>
+
+#include "backend/backend.h"
+
+namespace deepinfer::cpu {
+
+class CpuBackend final : public backend::Backend {
+ public:
+  explicit CpuBackend(const backend::BackendOptions& options) : options_(options) {}
+
+  std::string_view name() const override { return "cpu"; }
+  Device device() const override { return Device::CPU; }
+  bool batch_invariant() const override { return options_.batch_invariant; }
+
+  void linear(const WeightMatrix& w, TensorView x, TensorView y) override;
+  void grouped_linear(const WeightMatrix& w, int64_t groups, TensorView x, TensorView y) override;
+  void embed(const WeightMatrix& table, std::span<const int32_t> ids, TensorView out) override;
+  void rms_norm(TensorView x, const float* weight, float eps, TensorView out) override;
+  void rope(TensorView x, std::span<const int64_t> positions, const backend::RopeFreqs& freqs, bool inverse) override;
+
+  void mhc_pre(const backend::MhcWeights& w, const backend::MhcParams& p, TensorView residual, TensorView input,
+               TensorView post, TensorView comb) override;
+  void mhc_post(TensorView residual, TensorView out, TensorView post, TensorView comb) override;
+  void mhc_head(const backend::MhcWeights& w, const backend::MhcParams& p, TensorView residual,
+                TensorView hidden) override;
+
+  void compress(const backend::CompressorLayout& c, const backend::CompressorWeights& w,
+                const backend::RopeFreqs& freqs, TensorView kv, TensorView gate,
+                std::span<const backend::SeqSlice> seqs, const backend::StateStorage& state) override;
+  void indexer_select(const backend::CompressorLayout& keys, TensorView q, TensorView head_weights,
+                      float head_weight_scale, float score_scale, int64_t top_k, backend::TopKTies ties,
+                      std::span<const backend::SeqSlice> seqs, const backend::StateStorage& state,
+                      TensorView selected) override;
+  void store_window(const backend::WindowLayout& wl, TensorView kv, std::span<const backend::SeqSlice> seqs,
+                    const backend::StateStorage& state) override;
+  void sparse_attention(TensorView q, TensorView kv, const backend::WindowLayout& wl,
+                        const backend::CompressorLayout* entries, TensorView selected, const float* sink, float scale,
+                        std::span<const backend::SeqSlice> seqs, const backend::StateStorage& state,
+                        TensorView out) override;
+
+  void moe_route(const backend::RoutingParams& p, TensorView logits, std::span<const int32_t> token_ids,
+                 TensorView experts, TensorView weights) override;
+  void moe_experts(const backend::MoeWeights& w, TensorView x, TensorView experts, TensorView weights,
+                   TensorView out) override;
+
+ private:
+  // y [tokens, w.rows] = x W^T through the kernel the options ask for.
+  void matmul(const WeightMatrix& w, const float* x, int64_t tokens, float* y);
+  // out [tokens, D] = w2 (silu(min(w1 x, limit)) * clamp(w3 x, -limit, limit)).
+  void swiglu(const backend::SwigluExpert& e, const float* x, int64_t tokens, float limit, float* out);
+
+  backend::BackendOptions options_;
+  // Scratch kept between calls so a step allocates only while shapes still grow.
+  std::vector<float> scratch_a_, scratch_b_, scratch_c_, scratch_d_;
+  std::vector<std::vector<std::pair<int64_t, float>>> routed_;  // tokens (and weights) per expert
+  std::vector<int32_t> routed_tokens_;                          // sequence of each token
+};
+
+}  // namespace deepinfer::cpu

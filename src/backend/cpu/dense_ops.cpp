@@ -1,0 +1,344 @@
+// CPU reference: dense ops (linear, grouped linear, embedding, norms, rope), mHC and MoE.
+#include <algorithm>
+#include <cmath>
+
+#include "backend/cpu/cpu_backend.h"
+#include "backend/cpu/linear.h"
+#include "backend/cpu/ops.h"
+#include "core/error.h"
+#include "core/thread_pool.h"
+
+namespace deepinfer::cpu {
+
+namespace {
+
+int64_t rows_of(const TensorView& t) { return t.rank == 0 ? 0 : t.numel() / t.dim(t.rank - 1); }
+int64_t last_dim(const TensorView& t) { return t.dim(t.rank - 1); }
+
+void check_f32_contiguous(const TensorView& t, const char* what) {
+  DEEPINFER_CHECK(t.dtype == DType::F32 && t.device == Device::CPU && t.is_contiguous(),
+                  "{}: expected a contiguous F32 CPU tensor", what);
+}
+
+void rope_angles(const backend::RopeFreqs& f, int64_t position, float* cos, float* sin) {
+  const auto pos = static_cast<float>(position);
+  for (int64_t i = 0; i < f.half(); ++i) {
+    const float a = f.inv_freq[static_cast<size_t>(i)] * pos;
+    cos[i] = std::cos(a) * f.attention_factor;
+    sin[i] = std::sin(a) * f.attention_factor;
+  }
+}
+
+// A float32 matrix view over a mixer's weights, so it goes through the same kernels as the rest.
+WeightMatrix f32_matrix(const float* data, int64_t rows, int64_t cols) {
+  WeightMatrix w;
+  w.dtype = DType::F32;
+  w.rows = rows;
+  w.cols = cols;
+  w.data = reinterpret_cast<const std::byte*>(data);
+  return w;
+}
+
+}  // namespace
+
+void CpuBackend::matmul(const WeightMatrix& w, const float* x, int64_t tokens, float* y) {
+  if (options_.batch_invariant) linear_invariant(w, x, tokens, y);
+  else cpu::linear(w, x, tokens, y);
+}
+
+void CpuBackend::linear(const WeightMatrix& w, TensorView x, TensorView y) {
+  check_f32_contiguous(x, "linear input");
+  check_f32_contiguous(y, "linear output");
+  const int64_t T = rows_of(x);
+  DEEPINFER_CHECK(last_dim(x) == w.cols && last_dim(y) == w.rows && rows_of(y) == T,
+                  "linear: weight [{}, {}] does not fit input [{}, {}] / output [{}, {}]", w.rows, w.cols, T,
+                  last_dim(x), rows_of(y), last_dim(y));
+  matmul(w, x.f32(), T, y.f32());
+}
+
+void CpuBackend::grouped_linear(const WeightMatrix& w, int64_t groups, TensorView x, TensorView y) {
+  check_f32_contiguous(x, "grouped_linear input");
+  check_f32_contiguous(y, "grouped_linear output");
+  const int64_t T = rows_of(x), C = w.cols, R = w.rows / groups;
+  DEEPINFER_CHECK(groups > 0 && w.rows % groups == 0 && last_dim(x) == groups * C && last_dim(y) == w.rows,
+                  "grouped_linear: weight [{}, {}] in {} groups does not fit input width {} / output width {}",
+                  w.rows, w.cols, groups, last_dim(x), last_dim(y));
+  scratch_a_.resize(static_cast<size_t>(T * C));
+  scratch_b_.resize(static_cast<size_t>(T * R));
+  const float* xs = x.f32();
+  float* ys = y.f32();
+  for (int64_t g = 0; g < groups; ++g) {
+    for (int64_t t = 0; t < T; ++t) std::copy_n(xs + t * groups * C + g * C, C, scratch_a_.data() + t * C);
+    matmul(w.row_slice(g * R, R), scratch_a_.data(), T, scratch_b_.data());
+    for (int64_t t = 0; t < T; ++t) std::copy_n(scratch_b_.data() + t * R, R, ys + t * w.rows + g * R);
+  }
+}
+
+void CpuBackend::embed(const WeightMatrix& table, std::span<const int32_t> ids, TensorView out) {
+  check_f32_contiguous(out, "embed output");
+  const auto T = static_cast<int64_t>(ids.size());
+  const int64_t D = table.cols, copies = out.numel() / std::max<int64_t>(1, T * D);
+  DEEPINFER_CHECK(out.numel() == T * copies * D && last_dim(out) == D, "embed: output does not hold {} x {} rows of {}",
+                  T, copies, D);
+  float* o = out.f32();
+  for (int64_t t = 0; t < T; ++t) {
+    const int32_t id = ids[static_cast<size_t>(t)];
+    DEEPINFER_CHECK(id >= 0 && id < table.rows, "token id {} outside the embedding's {} rows", id, table.rows);
+    float* row = o + t * copies * D;
+    table.row_to_float(id, row);
+    for (int64_t i = 1; i < copies; ++i) std::copy_n(row, D, row + i * D);
+  }
+}
+
+void CpuBackend::rms_norm(TensorView x, const float* weight, float eps, TensorView out) {
+  check_f32_contiguous(x, "rms_norm input");
+  check_f32_contiguous(out, "rms_norm output");
+  DEEPINFER_CHECK(out.numel() == x.numel(), "rms_norm: output size {} != input size {}", out.numel(), x.numel());
+  const int64_t n = last_dim(x), rows = rows_of(x);
+  const float* xs = x.f32();
+  float* os = out.f32();
+  ThreadPool::global().parallel_for(
+      static_cast<size_t>(rows),
+      [&](size_t b, size_t e) {
+        rms_norm_to(xs + static_cast<int64_t>(b) * n, os + static_cast<int64_t>(b) * n, static_cast<int64_t>(e - b), n,
+                    weight, eps);
+      },
+      std::max<size_t>(1, static_cast<size_t>(16384 / std::max<int64_t>(n, 1))));
+}
+
+void CpuBackend::rope(TensorView x, std::span<const int64_t> positions, const backend::RopeFreqs& freqs, bool inverse) {
+  check_f32_contiguous(x, "rope input");
+  DEEPINFER_CHECK(x.rank == 3 && x.dim(0) == static_cast<int64_t>(positions.size()),
+                  "rope: expected [T, heads, head_dim] with T = {} positions", positions.size());
+  const int64_t heads = x.dim(1), hd = x.dim(2), half = freqs.half();
+  DEEPINFER_CHECK(2 * half <= hd, "rope: {} rotary pairs do not fit a head of {}", half, hd);
+  float* xs = x.f32();
+  ThreadPool::global().parallel_for(positions.size(), [&](size_t b, size_t e) {
+    thread_local std::vector<float> cos, sin;
+    cos.resize(static_cast<size_t>(half));
+    sin.resize(static_cast<size_t>(half));
+    for (size_t t = b; t < e; ++t) {
+      rope_angles(freqs, positions[t], cos.data(), sin.data());
+      for (int64_t h = 0; h < heads; ++h)
+        rope_interleaved(xs + (static_cast<int64_t>(t) * heads + h) * hd, hd, cos.data(), sin.data(), half,
+                         inverse ? -1.0f : 1.0f);
+    }
+  });
+}
+
+void CpuBackend::mhc_pre(const backend::MhcWeights& w, const backend::MhcParams& p, TensorView residual,
+                         TensorView input, TensorView post, TensorView comb) {
+  for (const auto* t : {&residual, &input, &post, &comb}) check_f32_contiguous(*t, "mhc_pre tensor");
+  const int64_t n = p.hc_mult, D = last_dim(residual), T = rows_of(residual) / n, mix = (2 + n) * n;
+  DEEPINFER_CHECK(residual.numel() == T * n * D && input.numel() == T * D && post.numel() == T * n &&
+                      comb.numel() == T * n * n,
+                  "mhc_pre: tensors do not match T = {}, hc_mult = {}, D = {}", T, n, D);
+  scratch_a_.resize(static_cast<size_t>(T * n * D));
+  scratch_b_.resize(static_cast<size_t>(T * mix));
+  const float* X = residual.f32();
+  rms_norm_to(X, scratch_a_.data(), T, n * D, nullptr, p.norm_eps);
+  matmul(f32_matrix(w.fn, mix, n * D), scratch_a_.data(), T, scratch_b_.data());
+  const float eps = p.hc_eps;
+  float* in_all = input.f32();
+  float* post_all = post.f32();
+  float* comb_all = comb.f32();
+  ThreadPool::global().parallel_for(static_cast<size_t>(T), [&](size_t b, size_t e) {
+    thread_local std::vector<float> pre;
+    pre.resize(static_cast<size_t>(n));
+    for (size_t tt = b; tt < e; ++tt) {
+      const auto t = static_cast<int64_t>(tt);
+      const float* m = scratch_b_.data() + t * mix;
+      for (int64_t i = 0; i < n; ++i) {
+        pre[static_cast<size_t>(i)] = sigmoid(m[i] * w.scale[0] + w.base[i]) + eps;
+        post_all[t * n + i] = 2.0f * sigmoid(m[n + i] * w.scale[1] + w.base[n + i]);
+      }
+      float* c = comb_all + t * n * n;  // c[j * n + k]: weight of copy j in output copy k
+      for (int64_t j = 0; j < n; ++j) {
+        for (int64_t k = 0; k < n; ++k) c[j * n + k] = m[2 * n + j * n + k] * w.scale[2] + w.base[2 * n + j * n + k];
+        softmax(c + j * n, n);
+        for (int64_t k = 0; k < n; ++k) c[j * n + k] += eps;
+      }
+      auto normalise_columns = [&] {
+        for (int64_t k = 0; k < n; ++k) {
+          float s = 0;
+          for (int64_t j = 0; j < n; ++j) s += c[j * n + k];
+          for (int64_t j = 0; j < n; ++j) c[j * n + k] /= (s + eps);
+        }
+      };
+      auto normalise_rows = [&] {
+        for (int64_t j = 0; j < n; ++j) {
+          float s = 0;
+          for (int64_t k = 0; k < n; ++k) s += c[j * n + k];
+          for (int64_t k = 0; k < n; ++k) c[j * n + k] /= (s + eps);
+        }
+      };
+      normalise_columns();
+      for (int64_t it = 1; it < p.sinkhorn_iters; ++it) {
+        normalise_rows();
+        normalise_columns();
+      }
+      float* in = in_all + t * D;
+      const float* x = X + t * n * D;
+      for (int64_t d = 0; d < D; ++d) {
+        float s = 0;
+        for (int64_t i = 0; i < n; ++i) s += pre[static_cast<size_t>(i)] * x[i * D + d];
+        in[d] = s;
+      }
+    }
+  });
+}
+
+void CpuBackend::mhc_post(TensorView residual, TensorView out, TensorView post, TensorView comb) {
+  for (const auto* t : {&residual, &out, &post, &comb}) check_f32_contiguous(*t, "mhc_post tensor");
+  const int64_t D = last_dim(out), T = rows_of(out), n = post.numel() / std::max<int64_t>(T, 1);
+  DEEPINFER_CHECK(residual.numel() == T * n * D && comb.numel() == T * n * n,
+                  "mhc_post: tensors do not match T = {}, hc_mult = {}, D = {}", T, n, D);
+  float* X = residual.f32();
+  const float* o = out.f32();
+  const float* ps = post.f32();
+  const float* cs = comb.f32();
+  ThreadPool::global().parallel_for(static_cast<size_t>(T), [&](size_t b, size_t e) {
+    thread_local std::vector<float> old;
+    old.resize(static_cast<size_t>(n * D));
+    for (size_t tt = b; tt < e; ++tt) {
+      const auto t = static_cast<int64_t>(tt);
+      float* x = X + t * n * D;
+      std::copy(x, x + n * D, old.begin());
+      const float* c = cs + t * n * n;
+      for (int64_t k = 0; k < n; ++k) {
+        const float p = ps[t * n + k];
+        for (int64_t d = 0; d < D; ++d) {
+          float s = p * o[t * D + d];
+          for (int64_t j = 0; j < n; ++j) s += c[j * n + k] * old[static_cast<size_t>(j * D + d)];
+          x[k * D + d] = s;
+        }
+      }
+    }
+  });
+}
+
+void CpuBackend::mhc_head(const backend::MhcWeights& w, const backend::MhcParams& p, TensorView residual,
+                          TensorView hidden) {
+  check_f32_contiguous(residual, "mhc_head input");
+  check_f32_contiguous(hidden, "mhc_head output");
+  const int64_t n = p.hc_mult, D = last_dim(hidden), rows = rows_of(hidden);
+  DEEPINFER_CHECK(residual.numel() == rows * n * D, "mhc_head: residual does not hold {} x {} x {}", rows, n, D);
+  scratch_a_.resize(static_cast<size_t>(rows * n * D));
+  scratch_b_.resize(static_cast<size_t>(rows * n));
+  const float* X = residual.f32();
+  rms_norm_to(X, scratch_a_.data(), rows, n * D, nullptr, p.norm_eps);
+  matmul(f32_matrix(w.fn, n, n * D), scratch_a_.data(), rows, scratch_b_.data());
+  float* h = hidden.f32();
+  std::fill(h, h + rows * D, 0.0f);
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* x = X + r * n * D;
+    for (int64_t i = 0; i < n; ++i) {
+      const float pre = sigmoid(scratch_b_[static_cast<size_t>(r * n + i)] * w.scale[0] + w.base[i]) + p.hc_eps;
+      for (int64_t d = 0; d < D; ++d) h[r * D + d] += pre * x[i * D + d];
+    }
+  }
+}
+
+void CpuBackend::moe_route(const backend::RoutingParams& p, TensorView logits, std::span<const int32_t> token_ids,
+                           TensorView experts, TensorView weights) {
+  check_f32_contiguous(logits, "moe_route logits");
+  const int64_t T = rows_of(logits), E = last_dim(logits), K = p.top_k;
+  DEEPINFER_CHECK(static_cast<int64_t>(token_ids.size()) == T && experts.numel() == T * K && weights.numel() == T * K,
+                  "moe_route: {} tokens, {} ids, experts/weights not [T, {}]", T, token_ids.size(), K);
+  DEEPINFER_CHECK(K >= 1 && K <= E, "moe_route: top_k {} outside [1, {}]", K, E);
+  float* s_all = logits.f32();
+  int32_t* ex = experts.i32();
+  float* wt = weights.f32();
+  ThreadPool::global().parallel_for(static_cast<size_t>(T), [&](size_t b, size_t e) {
+    thread_local std::vector<float> biased;
+    biased.resize(static_cast<size_t>(E));
+    for (size_t tt = b; tt < e; ++tt) {
+      const auto t = static_cast<int64_t>(tt);
+      float* s = s_all + t * E;  // scores replace the logits in place
+      switch (p.scoring) {
+        case backend::ScoringFunc::SqrtSoftplus:
+          for (int64_t j = 0; j < E; ++j) s[j] = std::sqrt(softplus(s[j]));
+          break;
+        case backend::ScoringFunc::Sigmoid:
+          for (int64_t j = 0; j < E; ++j) s[j] = sigmoid(s[j]);
+          break;
+        case backend::ScoringFunc::Softmax:
+          softmax(s, E);
+          break;
+      }
+      std::vector<int32_t> chosen;
+      if (p.tid2eid) {
+        const int32_t id = token_ids[tt];
+        DEEPINFER_CHECK(id >= 0 && id < p.tid2eid_rows, "hash routing: token id {} outside tid2eid's {} rows", id,
+                        p.tid2eid_rows);
+        chosen.assign(p.tid2eid + static_cast<int64_t>(id) * K, p.tid2eid + (static_cast<int64_t>(id) + 1) * K);
+        for (int32_t c : chosen) DEEPINFER_CHECK(c >= 0 && c < E, "hash routing: expert {} outside [0, {})", c, E);
+      } else {
+        for (int64_t j = 0; j < E; ++j) biased[static_cast<size_t>(j)] = s[j] + (p.bias ? p.bias[j] : 0.0f);
+        chosen = p.ties == backend::TopKTies::Reference ? torch_top_k_indices(biased, K) : top_k_indices(biased, K);
+      }
+      float sum = 0.0f;
+      for (int32_t c : chosen) sum += s[c];
+      const float norm = p.norm_topk_prob ? p.routed_scaling_factor / (sum + 1e-20f) : p.routed_scaling_factor;
+      for (int64_t k = 0; k < K; ++k) {
+        ex[t * K + k] = chosen[static_cast<size_t>(k)];
+        wt[t * K + k] = s[chosen[static_cast<size_t>(k)]] * norm;
+      }
+    }
+  });
+}
+
+void CpuBackend::swiglu(const backend::SwigluExpert& e, const float* x, int64_t tokens, float limit, float* out) {
+  const int64_t I = e.w1->rows;
+  scratch_c_.resize(static_cast<size_t>(tokens * I));
+  scratch_d_.resize(static_cast<size_t>(tokens * I));
+  matmul(*e.w1, x, tokens, scratch_c_.data());
+  matmul(*e.w3, x, tokens, scratch_d_.data());
+  for (size_t i = 0; i < static_cast<size_t>(tokens * I); ++i) {
+    const float g = std::min(scratch_c_[i], limit);
+    const float u = std::clamp(scratch_d_[i], -limit, limit);
+    scratch_c_[i] = silu(g) * u;
+  }
+  matmul(*e.w2, scratch_c_.data(), tokens, out);
+}
+
+void CpuBackend::moe_experts(const backend::MoeWeights& w, TensorView x, TensorView experts, TensorView weights,
+                             TensorView out) {
+  check_f32_contiguous(x, "moe_experts input");
+  check_f32_contiguous(out, "moe_experts output");
+  const int64_t T = rows_of(x), D = last_dim(x), K = experts.numel() / std::max<int64_t>(T, 1);
+  const auto E = static_cast<int64_t>(w.experts.size());
+  const int32_t* ex = experts.i32();
+  const float* wt = weights.f32();
+  // Tokens grouped by expert, in token order; experts run in ascending id so every token
+  // accumulates its experts in the same order whatever the batch.
+  auto& by_expert = routed_;
+  by_expert.resize(static_cast<size_t>(E));
+  for (auto& list : by_expert) list.clear();
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t k = 0; k < K; ++k) {
+      const int32_t e = ex[t * K + k];
+      DEEPINFER_CHECK(e >= 0 && e < E, "moe_experts: expert {} outside [0, {})", e, E);
+      by_expert[static_cast<size_t>(e)].emplace_back(t, wt[t * K + k]);
+    }
+  float* o = out.f32();
+  swiglu(w.shared, x.f32(), T, w.swiglu_limit, o);
+  auto& xe = scratch_a_;
+  auto& ye = scratch_b_;
+  for (int64_t e = 0; e < E; ++e) {
+    const auto& routed = by_expert[static_cast<size_t>(e)];
+    if (routed.empty()) continue;
+    const auto n = static_cast<int64_t>(routed.size());
+    xe.resize(static_cast<size_t>(n * D));
+    ye.resize(static_cast<size_t>(n * D));
+    for (int64_t i = 0; i < n; ++i) std::copy_n(x.f32() + routed[i].first * D, D, xe.begin() + i * D);
+    swiglu(w.experts[static_cast<size_t>(e)], xe.data(), n, w.swiglu_limit, ye.data());
+    for (int64_t i = 0; i < n; ++i) {
+      float* row = o + routed[i].first * D;
+      const float wgt = routed[i].second;
+      for (int64_t d = 0; d < D; ++d) row[d] += wgt * ye[static_cast<size_t>(i * D + d)];
+    }
+  }
+}
+
+}  // namespace deepinfer::cpu

@@ -1,0 +1,32 @@
+#include "engine/model_runner.h"
+
+#include "core/error.h"
+
+namespace deepinfer::engine {
+
+ModelRunner::ModelRunner(const model::CausalLM& model, kv::StatePool& pool)
+    : model_(model), pool_(pool), vocab_(model.vocab_size()) {
+  DEEPINFER_CHECK(vocab_ > 0, "model reports vocab_size {}", vocab_);
+}
+
+std::span<const float> ModelRunner::execute(const StepPlan& plan) {
+  batch_.clear();
+  logits_.clear();
+  if (plan.empty()) return {};
+  for (const auto& e : plan.entries) {
+    const Sequence& s = *e.seq;
+    DEEPINFER_CHECK(s.slot.has_value() && e.start == s.num_computed && e.start + e.num_tokens <= s.num_tokens(),
+                    "step plan entry for request {} is stale (start {}, {} tokens, {} computed of {})", s.id, e.start,
+                    e.num_tokens, s.num_computed, s.num_tokens());
+    const auto tokens = std::span<const int32_t>(s.tokens).subspan(static_cast<size_t>(e.start),
+                                                                   static_cast<size_t>(e.num_tokens));
+    batch_.add(*s.slot, s.blocks, e.start, tokens, /*want_logits=*/e.sample, /*all_logits=*/false);
+  }
+  model_.forward(batch_, pool_, logits_);
+  const size_t rows = batch_.logit_rows.size();
+  DEEPINFER_CHECK(logits_.size() == rows * static_cast<size_t>(vocab_),
+                  "model returned {} logits for {} rows of vocab_size {}", logits_.size(), rows, vocab_);
+  return logits_;
+}
+
+}  // namespace deepinfer::engine

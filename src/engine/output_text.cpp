@@ -1,0 +1,77 @@
+#include "engine/output_text.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+
+namespace deepinfer::engine {
+
+OutputText::OutputText(const Tokenizer* tokenizer, bool skip_special_tokens, std::vector<std::string> stop)
+    : stop_(std::move(stop)) {
+  DEEPINFER_CHECK(tokenizer || stop_.empty(), "stop strings need a tokenizer (the model folder has no tokenizer.json)");
+  for (const auto& s : stop_) {
+    DEEPINFER_CHECK(!s.empty(), "stop strings must not be empty");
+    max_stop_ = std::max(max_stop_, s.size());
+  }
+  if (tokenizer) detokenizer_.emplace(*tokenizer, skip_special_tokens);
+}
+
+bool OutputText::append(const std::string& piece) {
+  if (piece.empty() || stopped()) return stopped();
+  if (stop_.empty()) {
+    text_ += piece;
+    return false;
+  }
+  // A match can start at most max_stop_ - 1 bytes before the new piece.
+  const size_t from = text_.size() > max_stop_ - 1 ? text_.size() - (max_stop_ - 1) : 0;
+  text_ += piece;
+  size_t best = std::string::npos;
+  for (const auto& s : stop_) {
+    const size_t at = text_.find(s, from);
+    if (at < best) {
+      best = at;
+      matched_ = s;
+    }
+  }
+  if (best != std::string::npos) text_.resize(best);
+  return stopped();
+}
+
+bool OutputText::push(int32_t id) {
+  if (!detokenizer_ || stopped() || ended_) return stopped();
+  return append(detokenizer_->push(id));
+}
+
+bool OutputText::flush() {
+  if (detokenizer_ && !stopped() && !ended_) append(detokenizer_->flush());
+  ended_ = true;
+  return stopped();
+}
+
+size_t OutputText::held_back() const {
+  size_t held = 0;
+  const size_t open = text_.size() - emitted_;
+  for (const auto& s : stop_) {
+    for (size_t k = std::min(s.size() - 1, open); k > held; --k) {
+      if (text_.compare(text_.size() - k, k, s, 0, k) == 0) {
+        held = k;
+        break;
+      }
+    }
+  }
+  return held;
+}
+
+std::string OutputText::take_delta() {
+  size_t end = text_.size();
+  if (!ended_ && !stopped()) {
+    end -= held_back();
+    // Never split a UTF-8 character (text_ is complete UTF-8, so a boundary is never far).
+    while (end > emitted_ && end < text_.size() && (static_cast<unsigned char>(text_[end]) & 0xC0) == 0x80) --end;
+  }
+  std::string delta = text_.substr(emitted_, end - emitted_);
+  emitted_ = end;
+  return delta;
+}
+
+}  // namespace deepinfer::engine

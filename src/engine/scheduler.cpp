@@ -1,0 +1,264 @@
+#include "engine/scheduler.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+
+namespace deepinfer::engine {
+
+const char* to_string(SequenceStatus status) {
+  switch (status) {
+    case SequenceStatus::Waiting: return "waiting";
+    case SequenceStatus::Running: return "running";
+    case SequenceStatus::Preempted: return "preempted";
+    case SequenceStatus::Finished: return "finished";
+  }
+  return "?";
+}
+
+PoolView PoolView::of(const kv::StatePool& pool) {
+  return PoolView{pool.free_slot_count(), pool.free_block_count(), pool.layout().block_tokens};
+}
+
+void SchedulerLimits::validate() const {
+  DEEPINFER_CHECK(max_num_seqs >= 1, "max_num_seqs must be >= 1, got {}", max_num_seqs);
+  DEEPINFER_CHECK(max_num_batched_tokens >= 1, "max_num_batched_tokens must be >= 1, got {}", max_num_batched_tokens);
+  DEEPINFER_CHECK(max_prefill_chunk >= 0, "the prefill chunk limit must be >= 0 (0 = the step budget), got {}",
+                  max_prefill_chunk);
+}
+
+int64_t StepPlan::num_samples() const {
+  return std::count_if(entries.begin(), entries.end(), [](const Entry& e) { return e.sample; });
+}
+
+namespace {
+
+// Book-keeping shared by the policies while they fill one decision: what is left of the budget,
+// the pool and the slots, and which active sequence is scheduled or paused.
+struct Draft {
+  Draft(const std::vector<Sequence*>& active, const PoolView& pool, const SchedulerLimits& limits)
+      : active(active), pool(pool), budget(limits.max_num_batched_tokens), free_blocks(pool.free_blocks),
+        free_slots(pool.free_slots), entry(active.size(), -1), paused(active.size(), 0), cursor(active.size()) {
+    for (const Sequence* s : active) holding += s->running() ? 1 : 0;
+  }
+
+  void schedule(size_t i, int64_t tokens, int64_t total_blocks) {
+    Sequence* s = active[i];
+    total_blocks = std::max(total_blocks, s->num_blocks());
+    entry[i] = static_cast<int32_t>(decision.scheduled.size());
+    decision.scheduled.push_back({s, tokens, total_blocks});
+    free_blocks -= total_blocks - s->num_blocks();
+    budget -= tokens;
+    if (!s->running()) {
+      --free_slots;
+      ++holding;
+    }
+  }
+
+  // Preempts the newest running sequence not yet paused, refunding what it was given in this
+  // decision. Returns true when that sequence is `self` (nothing newer was left to preempt).
+  bool preempt_newest(size_t self) {
+    while (cursor > 0) {
+      const size_t j = --cursor;
+      Sequence* s = active[j];
+      if (!s->running() || paused[j]) continue;
+      paused[j] = 1;
+      decision.paused.push_back(s);
+      if (entry[j] >= 0) {
+        ScheduledSeq& e = decision.scheduled[static_cast<size_t>(entry[j])];
+        budget += e.num_tokens;
+        free_blocks += e.total_blocks - s->num_blocks();
+        e.seq = nullptr;  // dropped below
+        entry[j] = -1;
+      }
+      free_blocks += s->num_blocks();
+      ++free_slots;
+      --holding;
+      return j == self;
+    }
+    return true;
+  }
+
+  ScheduleDecision finish() {
+    std::erase_if(decision.scheduled, [](const ScheduledSeq& e) { return e.seq == nullptr; });
+    return std::move(decision);
+  }
+
+  const std::vector<Sequence*>& active;
+  const PoolView& pool;
+  int64_t budget, free_blocks, free_slots, holding = 0;
+  std::vector<int32_t> entry;  // index into decision.scheduled, or -1
+  std::vector<char> paused;
+  size_t cursor;               // victims are taken from active[cursor - 1] downwards (newest first)
+  ScheduleDecision decision;
+};
+
+bool is_decode(const Sequence& s) { return s.running() && s.remaining() == 1; }
+
+int64_t chunk_size(const Sequence& s, int64_t budget, const SchedulerLimits& limits) {
+  int64_t n = std::min(s.remaining(), budget);
+  if (limits.max_prefill_chunk > 0) n = std::min(n, limits.max_prefill_chunk);
+  return n;
+}
+
+}  // namespace
+
+ScheduleDecision DecodeFirstPolicy::operator()(const std::vector<Sequence*>& active, const PoolView& pool) const {
+  Draft d(active, pool, limits);
+  // 1. Decodes, oldest first: one token each, a new block when the token starts one.
+  for (size_t i = 0; i < active.size() && d.budget > 0; ++i) {
+    Sequence& s = *active[i];
+    if (d.paused[i] || !is_decode(s)) continue;
+    const int64_t total = pool.blocks_for(s.num_computed + 1);
+    bool self_paused = false;
+    while (total - s.num_blocks() > d.free_blocks && !(self_paused = d.preempt_newest(i))) {
+    }
+    if (!self_paused) d.schedule(i, 1, total);
+  }
+  // 2. Prefill chunks, FCFS over running sequences with prompt left and waiting ones.
+  bool admission_closed = false;
+  for (size_t i = 0; i < active.size() && d.budget > 0; ++i) {
+    Sequence& s = *active[i];
+    if (d.paused[i] || d.entry[i] >= 0 || is_decode(s) || s.remaining() <= 0) continue;
+    const bool admit = s.waiting();
+    if (admit && (admission_closed || d.holding >= limits.max_num_seqs || d.free_slots <= 0)) {
+      admission_closed = true;
+      continue;
+    }
+    const int64_t want = chunk_size(s, d.budget, limits);
+    // As many tokens as the free blocks hold (a chunk may stop short of its budget).
+    auto fit = [&] { return std::min(want, (s.num_blocks() + d.free_blocks) * pool.block_tokens - s.num_computed); };
+    int64_t count = fit();
+    if (count <= 0 && admit) {
+      admission_closed = true;
+      continue;
+    }
+    bool self_paused = false;
+    while ((count = fit()) <= 0 && !(self_paused = d.preempt_newest(i))) {
+    }
+    if (self_paused) continue;
+    d.schedule(i, count, pool.blocks_for(s.num_computed + count));
+  }
+  return d.finish();
+}
+
+ScheduleDecision ReserveFullPolicy::operator()(const std::vector<Sequence*>& active, const PoolView& pool) const {
+  Draft d(active, pool, limits);
+  auto reserve = [&](const Sequence& s, int64_t upto) {
+    return std::max(pool.blocks_for(std::max(s.max_positions, upto)), s.num_blocks());
+  };
+  for (size_t i = 0; i < active.size() && d.budget > 0; ++i) {
+    Sequence& s = *active[i];
+    if (!is_decode(s)) continue;
+    const int64_t total = reserve(s, s.num_computed + 1);
+    if (total - s.num_blocks() <= d.free_blocks) d.schedule(i, 1, total);  // always true when max_positions holds
+  }
+  bool admission_closed = false;
+  for (size_t i = 0; i < active.size() && d.budget > 0; ++i) {
+    Sequence& s = *active[i];
+    if (d.entry[i] >= 0 || is_decode(s) || s.remaining() <= 0) continue;
+    const bool admit = s.waiting();
+    const int64_t count = chunk_size(s, d.budget, limits);
+    const int64_t total = reserve(s, s.num_computed + count);
+    const bool fits = total - s.num_blocks() <= d.free_blocks;
+    if (admit && (admission_closed || d.holding >= limits.max_num_seqs || d.free_slots <= 0 || !fits)) {
+      admission_closed = true;
+      continue;
+    }
+    if (fits) d.schedule(i, count, total);
+  }
+  return d.finish();
+}
+
+SchedulePolicy make_policy(PolicyKind kind, const SchedulerLimits& limits) {
+  limits.validate();
+  if (kind == PolicyKind::ReserveFull) return ReserveFullPolicy{limits};
+  return DecodeFirstPolicy{limits};
+}
+
+Scheduler::Scheduler(kv::StatePool& pool, SchedulePolicy policy) : pool_(pool), policy_(std::move(policy)) {
+  DEEPINFER_CHECK(static_cast<bool>(policy_), "the scheduler needs a policy");
+}
+
+void Scheduler::add(Sequence& seq) {
+  DEEPINFER_CHECK(seq.num_tokens() >= 1, "request {}: a sequence needs at least one token", seq.id);
+  DEEPINFER_CHECK(!seq.slot && seq.blocks.empty(), "request {}: a new sequence must not hold pool resources", seq.id);
+  seq.status = SequenceStatus::Waiting;
+  seq.num_computed = 0;
+  seq.arrival = next_arrival_++;
+  active_.push_back(&seq);
+}
+
+void Scheduler::release(Sequence& seq) {
+  if (seq.slot) pool_.free_slot(*seq.slot);
+  seq.slot.reset();
+  pool_.free_blocks(seq.blocks);
+  seq.blocks.clear();
+}
+
+void Scheduler::remove(Sequence& seq) {
+  // active_ is sorted by arrival.
+  auto it = std::lower_bound(active_.begin(), active_.end(), seq.arrival,
+                             [](const Sequence* s, uint64_t arrival) { return s->arrival < arrival; });
+  DEEPINFER_CHECK(it != active_.end() && *it == &seq, "request {} is not in the scheduler", seq.id);
+  active_.erase(it);
+}
+
+void Scheduler::abort(Sequence& seq) {
+  DEEPINFER_CHECK(seq.status != SequenceStatus::Finished, "request {} has already finished", seq.id);
+  remove(seq);
+  release(seq);
+  seq.status = SequenceStatus::Finished;
+}
+
+void Scheduler::finish(Sequence& seq) { abort(seq); }
+
+StepPlan Scheduler::schedule() {
+  ScheduleDecision decision = policy_(active_, PoolView::of(pool_));
+  StepPlan plan;
+  for (Sequence* s : decision.paused) {
+    DEEPINFER_CHECK(s && s->running(), "the policy paused a sequence that is not running");
+    release(*s);
+    s->num_computed = 0;
+    s->status = SequenceStatus::Preempted;
+    ++s->num_preemptions;
+    ++preemptions_;
+    plan.preempted.push_back(s);
+  }
+  const int64_t block_tokens = pool_.layout().block_tokens;
+  for (const ScheduledSeq& e : decision.scheduled) {
+    Sequence& s = *e.seq;
+    DEEPINFER_CHECK(s.status != SequenceStatus::Finished && e.num_tokens >= 1 && e.num_tokens <= s.remaining(),
+                    "the policy scheduled {} tokens of request {} ({}, {} tokens left)", e.num_tokens, s.id,
+                    to_string(s.status), s.remaining());
+    if (!s.slot) {
+      const auto slot = pool_.allocate_slot();
+      DEEPINFER_CHECK(slot.has_value(), "the policy scheduled more sequences than there are free slots");
+      s.slot = *slot;
+    }
+    if (e.total_blocks > s.num_blocks())
+      DEEPINFER_CHECK(pool_.allocate_blocks(e.total_blocks - s.num_blocks(), s.blocks),
+                      "the policy scheduled more blocks than are free ({} free)", pool_.free_block_count());
+    DEEPINFER_CHECK(s.num_blocks() * block_tokens >= s.num_computed + e.num_tokens,
+                    "request {}: {} blocks do not cover {} positions", s.id, s.num_blocks(),
+                    s.num_computed + e.num_tokens);
+    s.status = SequenceStatus::Running;
+    plan.entries.push_back({&s, s.num_computed, e.num_tokens, s.num_computed + e.num_tokens == s.num_tokens()});
+    plan.num_tokens += e.num_tokens;
+  }
+  return plan;
+}
+
+void Scheduler::complete(const StepPlan& plan) {
+  for (const auto& e : plan.entries) e.seq->num_computed += e.num_tokens;
+}
+
+int64_t Scheduler::num_running() const {
+  return std::count_if(active_.begin(), active_.end(), [](const Sequence* s) { return s->running(); });
+}
+
+int64_t Scheduler::num_waiting() const {
+  return std::count_if(active_.begin(), active_.end(), [](const Sequence* s) { return s->waiting(); });
+}
+
+}  // namespace deepinfer::engine
