@@ -90,7 +90,17 @@ void linear_invariant(const WeightMatrix& w, const float* x, int64_t tokens, flo
             for (int64_t r = 0; r < n; ++r) w.row_to_float(r0 + r, tile.data() + r * k);
             rows = tile.data();
           }
-          for (int64_t t = 0; t < tokens; ++t)
+          // Four tokens per pass over a weight row; each output is still one dot_rows chain.
+          int64_t t = 0;
+          for (; t + 4 <= tokens; t += 4) {
+            const float* xs[4] = {x + t * k, x + (t + 1) * k, x + (t + 2) * k, x + (t + 3) * k};
+            float out[4];
+            for (int64_t r = 0; r < n; ++r) {
+              dot_rows<4>(rows + r * k, xs, k, out);
+              for (int64_t i = 0; i < 4; ++i) y[(t + i) * w.rows + r0 + r] = out[i];
+            }
+          }
+          for (; t < tokens; ++t)
             for (int64_t r = 0; r < n; ++r) y[t * w.rows + r0 + r] = dot(rows + r * k, x + t * k, k);
         }
       },
