@@ -2,7 +2,7 @@
 # Installs the Debian 12 packages deepinfer builds and tests with (skips what is already there).
 set -euo pipefail
 packages=(build-essential cmake ninja-build pkg-config git
-  nlohmann-json3-dev libpcre2-dev libopenblas-dev libcli11-dev libfmt-dev libspdlog-dev
+  nlohmann-json3-dev libpcre2-dev libcli11-dev libfmt-dev libspdlog-dev
   libgtest-dev libgmock-dev libbenchmark-dev pybind11-dev python3-dev libxxhash-dev
   python3-jinja2 clang libclang-rt-14-dev)
 missing=()

@@ -87,6 +87,8 @@ struct RoutingParams {
   TopKTies ties = TopKTies::Reference;
 };
 
+// Weights (WeightMatrix and the float vectors ops read) must outlive the backend and not change:
+// a backend may prepare a weight on first use (repack it, upload it) and keep that copy.
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -158,7 +160,7 @@ struct BackendOptions {
   bool batch_invariant = false;
 };
 
-// The CPU reference backend (float32, threaded, OpenBLAS).
+// The CPU reference backend (float32, threaded; see cpu/packed_linear.h for its GEMM).
 std::unique_ptr<Backend> make_cpu_backend(const BackendOptions& options = {});
 
 // Every backend built into this binary and usable here ("cpu" always; "cuda" when compiled and a

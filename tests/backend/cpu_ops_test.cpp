@@ -6,7 +6,7 @@
 #include <cstring>
 #include <random>
 
-#include "backend/cpu/linear.h"
+#include "backend/backend.h"
 #include "backend/cpu/ops.h"
 
 namespace deepinfer::cpu {
@@ -97,10 +97,11 @@ TEST_P(LinearTest, MatchesDoublePrecisionLoop) {
   std::mt19937 rng(std::random_device{}());
   const int64_t rows = 200, cols = 96;  // 200 is not a multiple of the 64-row tile
   StoredMatrix m = make_matrix(GetParam(), rows, cols, rng);
-  for (int64_t tokens : {1, 2, 3, 70}) {  // the dot-product path and the tiled sgemm path
+  auto backend = backend::make_cpu_backend();
+  for (int64_t tokens : {1, 2, 3, 7, 70}) {  // single tokens, partial and full passes of the kernel
     auto x = random_floats(static_cast<size_t>(tokens * cols), rng);
     std::vector<float> y(static_cast<size_t>(tokens * rows), NAN);
-    linear(m.view, x.data(), tokens, y.data());
+    backend->linear(m.view, TensorView::f32(x.data(), {tokens, cols}), TensorView::f32(y.data(), {tokens, rows}));
     for (int64_t t = 0; t < tokens; ++t)
       for (int64_t r = 0; r < rows; ++r) {
         double want = 0, mag = 0;

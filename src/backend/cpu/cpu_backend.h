@@ -1,10 +1,11 @@
 #pragma once
-// The CPU reference backend: float32 everywhere, threaded over the global pool, OpenBLAS for GEMMs
-// (or, under batch invariance, a fixed-order dot-product kernel whose result for a row does not
-// depend on how many rows the call has).
+// The CPU reference backend: float32 everywhere, threaded over the global pool. Its GEMM
+// (packed_linear.h) computes every output as one fixed chain, so results never depend on the batch;
+// batch-invariant mode only changes top-k tie breaking.
 #include <vector>
 
 #include "backend/backend.h"
+#include "backend/cpu/packed_linear.h"
 
 namespace deepinfer::cpu {
 
@@ -54,6 +55,7 @@ class CpuBackend final : public backend::Backend {
   void swiglu(const backend::SwigluExpert& e, const float* x, int64_t tokens, float limit, float* out);
 
   backend::BackendOptions options_;
+  PackedLinear gemm_;
   // Scratch kept between calls so a step allocates only while shapes still grow.
   std::vector<float> scratch_a_, scratch_b_, scratch_c_, scratch_d_;
   std::vector<std::vector<std::pair<int64_t, float>>> routed_;  // tokens (and weights) per expert

@@ -3,7 +3,6 @@
 #include <cmath>
 
 #include "backend/cpu/cpu_backend.h"
-#include "backend/cpu/linear.h"
 #include "backend/cpu/ops.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
@@ -42,8 +41,7 @@ WeightMatrix f32_matrix(const float* data, int64_t rows, int64_t cols) {
 }  // namespace
 
 void CpuBackend::matmul(const WeightMatrix& w, const float* x, int64_t tokens, float* y) {
-  if (options_.batch_invariant) linear_invariant(w, x, tokens, y);
-  else cpu::linear(w, x, tokens, y);
+  gemm_.run(w, x, tokens, y);  // batch-invariant in both modes (see packed_linear.h)
 }
 
 void CpuBackend::linear(const WeightMatrix& w, TensorView x, TensorView y) {
@@ -179,10 +177,10 @@ void CpuBackend::mhc_pre(const backend::MhcWeights& w, const backend::MhcParams&
       }
       float* in = in_all + t * D;
       const float* x = X + t * n * D;
-      for (int64_t d = 0; d < D; ++d) {
-        float s = 0;
-        for (int64_t i = 0; i < n; ++i) s += pre[static_cast<size_t>(i)] * x[i * D + d];
-        in[d] = s;
+      std::fill(in, in + D, 0.0f);
+      for (int64_t i = 0; i < n; ++i) {
+        const float pi = pre[static_cast<size_t>(i)];
+        for (int64_t d = 0; d < D; ++d) in[d] += pi * x[i * D + d];
       }
     }
   });
@@ -205,12 +203,16 @@ void CpuBackend::mhc_post(TensorView residual, TensorView out, TensorView post, 
       float* x = X + t * n * D;
       std::copy(x, x + n * D, old.begin());
       const float* c = cs + t * n * n;
+      // Per element: post * out, then the copies added in order j = 0..n-1 (loops ordered so the
+      // compiler vectorises over d; the arithmetic per element is unchanged).
       for (int64_t k = 0; k < n; ++k) {
         const float p = ps[t * n + k];
-        for (int64_t d = 0; d < D; ++d) {
-          float s = p * o[t * D + d];
-          for (int64_t j = 0; j < n; ++j) s += c[j * n + k] * old[static_cast<size_t>(j * D + d)];
-          x[k * D + d] = s;
+        float* xk = x + k * D;
+        for (int64_t d = 0; d < D; ++d) xk[d] = p * o[t * D + d];
+        for (int64_t j = 0; j < n; ++j) {
+          const float cjk = c[j * n + k];
+          const float* oj = old.data() + j * D;
+          for (int64_t d = 0; d < D; ++d) xk[d] += cjk * oj[d];
         }
       }
     }

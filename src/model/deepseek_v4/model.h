@@ -8,7 +8,7 @@
 #include "model/deepseek_v4/state.h"
 #include "model/deepseek_v4/weights.h"
 #include "model/model.h"
-#include "model/step_workspace.h"
+#include "core/workspace.h"
 
 namespace deepinfer::model::deepseek_v4 {
 
@@ -38,7 +38,7 @@ class DeepseekV4 final : public CausalLM {
   std::vector<std::vector<backend::SwigluExpert>> experts_;  // per layer, views of the weights
   std::vector<backend::SwigluExpert> shared_;
   std::unique_ptr<backend::Backend> backend_;
-  mutable StepWorkspace workspace_;
+  mutable Workspace workspace_;  // activations of a step: nothing is allocated once shapes stop growing
   mutable std::mutex forward_mutex_;  // one forward at a time: the workspace and backend scratch are shared
 };
 

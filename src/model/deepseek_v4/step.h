@@ -3,14 +3,14 @@
 #include "backend/state.h"
 #include "model/forward_batch.h"
 #include "model/deepseek_v4/model.h"
-#include "model/step_workspace.h"
+#include "core/workspace.h"
 
 namespace deepinfer::model::deepseek_v4 {
 
 struct StepFields {
   const ForwardBatch& batch;
   backend::StateStorage state;
-  StepWorkspace& ws;
+  Workspace& ws;
 };
 
 }  // namespace deepinfer::model::deepseek_v4

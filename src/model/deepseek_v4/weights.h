@@ -5,13 +5,13 @@
 #include <memory>
 #include <vector>
 
-#include "backend/cpu/linear.h"
+#include "backend/weight_matrix.h"
 #include "io/model_config.h"
 #include "io/safetensors.h"
 
 namespace deepinfer::model::deepseek_v4 {
 
-using cpu::WeightMatrix;
+using deepinfer::WeightMatrix;
 using Vec = std::vector<float>;
 
 // mHC mixer of one sub-layer site: fn [(2+hc)*hc, hc*D], base [(2+hc)*hc], scale [3].
