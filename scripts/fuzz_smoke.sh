@@ -4,7 +4,11 @@
 # each one for a short time (FUZZ_SECONDS, default 20). Any crash fails the script.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-ls fuzz/*_fuzz.cpp > /dev/null 2>&1 || exit 0
+# A missing fuzz target or toolchain is an error, never a silent pass.
+ls fuzz/*_fuzz.cpp > /dev/null 2>&1 || { echo "fuzz_smoke: no fuzz/*_fuzz.cpp targets found" >&2; exit 1; }
+for tool in clang clang++; do
+  command -v "$tool" > /dev/null || { echo "fuzz_smoke: $tool not found (run scripts/install_deps.sh)" >&2; exit 1; }
+done
 seconds=${FUZZ_SECONDS:-20}
 cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=clang \
   -DCMAKE_CXX_COMPILER=clang++ -DDEEPINFER_FUZZ=ON -DDEEPINFER_BUILD_TESTS=OFF \

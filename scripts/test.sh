@@ -5,5 +5,6 @@ cd "$(dirname "$0")/.."
 [ -x build/tools/deepinfer ] || { scripts/install_deps.sh && scripts/build.sh; }
 cmake --build build -j "$(nproc)"
 ctest --test-dir build --output-on-failure -j "$(nproc)"
-# Short fuzzing runs of the parsers (libFuzzer, clang); each must finish without a crash.
-if [ -x scripts/fuzz_smoke.sh ]; then scripts/fuzz_smoke.sh; fi
+# Short fuzzing runs of the parsers (libFuzzer, clang); each must finish without a crash. Not
+# optional: a missing script or toolchain fails the run instead of skipping it.
+scripts/fuzz_smoke.sh

@@ -37,6 +37,8 @@ class Workspace {
   TensorView tensor(DType dtype, std::initializer_list<int64_t> dims) {
     return tensor(dtype, std::span<const int64_t>(dims.begin(), dims.size()));
   }
+  TensorView f32(std::initializer_list<int64_t> dims) { return tensor(DType::F32, dims); }
+  TensorView i32(std::initializer_list<int64_t> dims) { return tensor(DType::I32, dims); }
   void* alloc_bytes(size_t bytes);
 
   Device device() const { return allocator_->device(); }

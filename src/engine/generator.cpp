@@ -16,7 +16,8 @@ double seconds_since(Clock::time_point start) {
 }
 }  // namespace
 
-const char* to_string(FinishReason reason) { return reason == FinishReason::Stop ? "stop" : "length"; }
+const char* to_string(FinishReason reason) {
+  return reason == FinishReason::Stop ? "stop" : "length"; }
 
 double GenerationStats::prefill_tokens_per_second() const {
   return prefill_seconds > 0 ? static_cast<double>(prompt_tokens) / prefill_seconds : 0.0;

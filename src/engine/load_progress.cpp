@@ -44,4 +44,42 @@ void LoadProgress::finish() {
   std::fprintf(stderr, "loaded %s of weights in %.2f s\n", human_bytes(double(total_)).c_str(), seconds);
 }
 
+RequestProgress::RequestProgress(size_t total)
+    : tty_(isatty(STDERR_FILENO) == 1), total_(total), start_(std::chrono::steady_clock::now()), last_draw_(start_) {}
+
+RequestProgress::~RequestProgress() {
+  if (drawn_) std::fprintf(stderr, "\r%100s\r", "");  // an error message then starts on a clean line
+}
+
+void RequestProgress::draw(size_t done, int64_t tokens) {
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  constexpr size_t kWidth = 30;
+  const size_t filled = total_ ? done * kWidth / total_ : kWidth;
+  std::fprintf(stderr, "\r[%s%s] %zu/%zu requests | %lld tokens | %.1f tok/s | %.1f s ", std::string(filled, '#').c_str(),
+               std::string(kWidth - filled, ' ').c_str(), done, total_, static_cast<long long>(tokens),
+               seconds > 0 ? static_cast<double>(tokens) / seconds : 0.0, seconds);
+  std::fflush(stderr);
+  drawn_ = true;
+}
+
+void RequestProgress::update(size_t done, int64_t tokens) {
+  if (!tty_) return;
+  const auto now = std::chrono::steady_clock::now();
+  if (done < total_ && now - last_draw_ < std::chrono::milliseconds(100)) return;
+  last_draw_ = now;
+  draw(done, tokens);
+}
+
+void RequestProgress::finish(size_t done, int64_t tokens, const std::string& extra) {
+  if (tty_) {
+    draw(done, tokens);
+    std::fputc('\n', stderr);
+    drawn_ = false;
+  }
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  std::fprintf(stderr, "%zu/%zu requests done: %lld tokens generated in %.2f s (%.1f tok/s)%s\n", done, total_,
+               static_cast<long long>(tokens), seconds, seconds > 0 ? static_cast<double>(tokens) / seconds : 0.0,
+               extra.c_str());
+}
+
 }  // namespace deepinfer::engine

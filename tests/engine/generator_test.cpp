@@ -6,6 +6,7 @@
 #include <string>
 
 #include "core/error.h"
+#include "engine/fake_model.h"
 #include "sampling/random.h"
 
 // Designated initialisers name only the fields a test cares about; the rest keep their defaults.
@@ -16,58 +17,15 @@ namespace {
 
 using sampling::SamplingParams;
 
-class ToyState : public model::SequenceState {
+// Logits are a hash of the whole context (see fake_model.h), so any mistake in what reaches the
+// model (a lost chunk, a token fed twice, a wrong order) changes the output. `eos_after` forces EOS
+// once the context holds that many tokens.
+class ToyModel : public testing::FakeModel {
  public:
-  int64_t length() const override { return static_cast<int64_t>(tokens.size()); }
-  size_t bytes() const override { return tokens.size() * sizeof(int32_t); }
-  std::vector<int32_t> tokens;
-};
-
-// Logits are a hash of the whole context, so any mistake in what reaches the model (a lost chunk,
-// a token fed twice, a wrong order) changes the output. `eos_after` forces EOS once the context
-// holds that many tokens.
-class ToyModel : public model::CausalLM {
- public:
-  explicit ToyModel(int64_t vocab, int64_t eos_after = -1, int64_t context = 4096) : eos_after_(eos_after) {
-    config_.model_type = "toy";
-    config_.vocab_size = vocab;
-    config_.eos_token_ids = {1};
-    config_.max_position_embeddings = context;
-  }
-  const io::ModelConfig& config() const override { return config_; }
-  std::unique_ptr<model::SequenceState> new_sequence() const override { return std::make_unique<ToyState>(); }
-  void forward(model::SequenceState& state, std::span<const int32_t> tokens, std::vector<float>& logits,
-               bool all_logits) const override {
-    auto& toy = dynamic_cast<ToyState&>(state);
-    forward_sizes.push_back(static_cast<int64_t>(tokens.size()));
-    logits.clear();
-    for (size_t i = 0; i < tokens.size(); ++i) {
-      toy.tokens.push_back(tokens[i]);
-      if (all_logits || i + 1 == tokens.size()) {
-        const auto row = logits_for(toy.tokens);
-        logits.insert(logits.end(), row.begin(), row.end());
-      }
-    }
-  }
-  std::vector<model::ParameterGroup> parameter_summary() const override { return {}; }
-  model::StateFootprint state_footprint() const override { return {}; }
-
+  explicit ToyModel(int64_t vocab, int64_t eos_after = -1, int64_t context = 4096)
+      : FakeModel({.vocab = vocab, .context = context, .eos_after = eos_after}) {}
   // The reference: next-token logits after `context`, computed from scratch.
-  std::vector<float> logits_for(const std::vector<int32_t>& context) const {
-    uint64_t h = 0x1234;
-    for (int32_t t : context) h = sampling::mix64(h ^ static_cast<uint64_t>(t));
-    std::vector<float> row(static_cast<size_t>(config_.vocab_size));
-    for (size_t v = 0; v < row.size(); ++v) row[v] = static_cast<float>(sampling::mix64(h + v) % 1000) / 250.0f;
-    row[1] = -5.0f;  // EOS unlikely unless forced
-    if (eos_after_ >= 0 && static_cast<int64_t>(context.size()) >= eos_after_) row[1] = 100.0f;
-    return row;
-  }
-
-  mutable std::vector<int64_t> forward_sizes;
-
- private:
-  io::ModelConfig config_;
-  int64_t eos_after_;
+  std::vector<float> logits_for(const std::vector<int32_t>& context) const { return reference_logits(context); }
 };
 
 // What generation must produce: sample from the from-scratch logits at each step.

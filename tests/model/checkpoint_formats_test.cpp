@@ -36,15 +36,22 @@ std::vector<float> prefill_logits(const fs::path& dir) {
   return logits;
 }
 
+// Largest |a - b| over the range of b; +Inf (failing every bound) on a size mismatch or any NaN/Inf,
+// which std::max(d, NaN) would silently skip.
 double max_rel_diff(const std::vector<float>& a, const std::vector<float>& b) {
   EXPECT_EQ(a.size(), b.size());
+  if (a.size() != b.size() || b.empty()) return std::numeric_limits<double>::infinity();
   double d = 0, lo = b[0], hi = b[0];
-  for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
-    d = std::max<double>(d, std::fabs(a[i] - b[i]));
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (!std::isfinite(a[i]) || !std::isfinite(b[i])) {
+      ADD_FAILURE() << "non-finite value at " << i << ": " << a[i] << " vs " << b[i];
+      return std::numeric_limits<double>::infinity();
+    }
+    d = std::max(d, std::fabs(static_cast<double>(a[i]) - static_cast<double>(b[i])));
     lo = std::min<double>(lo, b[i]);
     hi = std::max<double>(hi, b[i]);
   }
-  return d / (hi - lo);
+  return d / (hi > lo ? hi - lo : 1.0);
 }
 
 io::OwnedTensor copy_tensor(const io::TensorView& t, std::string name) {

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <string>
 
 #include "io/safetensors.h"
@@ -26,15 +27,22 @@ struct Golden {
 };
 
 // max |a - b| relative to the range of the golden values, over `rows` rows of the vocabulary.
+// Largest |got - want| over the range of want; +Inf (which fails every tolerance) when sizes differ or
+// any value is NaN/Inf, since std::max(diff, NaN) would silently keep the old maximum.
 double relative_max_diff(const std::vector<float>& got, const std::vector<float>& want) {
   EXPECT_EQ(got.size(), want.size());
+  if (got.size() != want.size() || want.empty()) return std::numeric_limits<double>::infinity();
   double diff = 0, lo = want[0], hi = want[0];
-  for (size_t i = 0; i < want.size() && i < got.size(); ++i) {
-    diff = std::max(diff, static_cast<double>(std::fabs(got[i] - want[i])));
+  for (size_t i = 0; i < want.size(); ++i) {
+    if (!std::isfinite(got[i]) || !std::isfinite(want[i])) {
+      ADD_FAILURE() << "non-finite value at " << i << ": got " << got[i] << ", want " << want[i];
+      return std::numeric_limits<double>::infinity();
+    }
+    diff = std::max(diff, std::fabs(static_cast<double>(got[i]) - static_cast<double>(want[i])));
     lo = std::min<double>(lo, want[i]);
     hi = std::max<double>(hi, want[i]);
   }
-  return diff / (hi - lo);
+  return diff / (hi > lo ? hi - lo : 1.0);
 }
 
 constexpr double kTolerance = 1e-4;

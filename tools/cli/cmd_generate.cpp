@@ -1,13 +1,18 @@
-// `deepinfer generate`: load a model folder, run one prompt, stream the continuation to stdout.
-// Text goes to stdout as it is produced (ids when the folder has no tokenizer); load progress and
-// timing statistics go to stderr so stdout stays clean for pipes.
+// `deepinfer generate`: load a model folder and generate through the engine (deepinfer::LLM).
+// One prompt (--prompt / --prompt-ids): the continuation streams to stdout as it is produced (ids
+// when the folder has no tokenizer). A file of requests (--input prompts.jsonl): all run
+// concurrently, results go to --output in input order, a progress bar to stderr. Load progress and
+// statistics go to stderr so stdout stays clean for pipes.
 #include <cstdio>
 #include <cstdlib>
+#include <deepinfer/llm.h>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <random>
+#include <set>
 #include <string>
 
 #include "cli/command.h"
@@ -15,19 +20,22 @@
 #include "core/thread_pool.h"
 #include "engine/generator.h"
 #include "engine/load_progress.h"
+#include "engine/memory_budget.h"
 #include "io/model_config.h"
-#include "model/model.h"
+#include "sampling/sampling_params.h"
 #include "tokenizer/tokenizer.h"
 
 namespace deepinfer::cli {
 namespace {
 
 namespace fs = std::filesystem;
+using nlohmann::json;
 
 struct GenerateArgs {
   std::string model_dir;
   std::optional<std::string> prompt;
   std::optional<std::string> prompt_ids;
+  std::optional<std::string> input, output;
   int64_t max_tokens = 64;
   std::optional<double> temperature, top_p;
   std::optional<int64_t> top_k;
@@ -36,6 +44,9 @@ struct GenerateArgs {
   bool ignore_eos = false;
   int64_t threads = 0;
   int64_t prefill_chunk = 512;
+  std::optional<std::string> kv_memory;
+  int64_t max_num_seqs = 64;
+  int64_t max_num_batched_tokens = 2048;
 };
 
 // Errors reach main() as one line; multi-line messages (e.g. lists of missing tensors) are joined.
@@ -48,91 +59,324 @@ struct GenerateArgs {
 // Defaults for unset sampling flags come from the folder's generation_config.json when it sets them
 // (temperature, top_p, top_k, do_sample=false -> greedy, as transformers reads it), else
 // temperature 1, top_p 1, top_k off.
-sampling::SamplingParams sampling_params(const GenerateArgs& args, const fs::path& dir) {
-  sampling::SamplingParams params;
+SamplingParams default_params(const GenerateArgs& args, const fs::path& dir) {
+  SamplingParams params;
   const fs::path gen_config = dir / "generation_config.json";
   if (fs::exists(gen_config)) {
     std::ifstream in(gen_config);
-    const auto json = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
-    if (json.is_discarded() || !json.is_object()) fail("{}: not a valid JSON object", gen_config.string());
-    if (json.contains("temperature") && json["temperature"].is_number()) params.temperature = json["temperature"];
+    const auto j = json::parse(in, nullptr, /*allow_exceptions=*/false);
+    if (j.is_discarded() || !j.is_object()) fail("{}: not a valid JSON object", gen_config.string());
+    if (j.contains("temperature") && j["temperature"].is_number()) params.temperature = j["temperature"];
     // transformers decodes greedily when do_sample is false, whatever the temperature says.
-    if (json.contains("do_sample") && json["do_sample"].is_boolean() && !json["do_sample"]) params.temperature = 0.0;
-    if (json.contains("top_p") && json["top_p"].is_number()) params.top_p = json["top_p"];
-    if (json.contains("top_k") && json["top_k"].is_number_integer()) params.top_k = json["top_k"];
+    if (j.contains("do_sample") && j["do_sample"].is_boolean() && !j["do_sample"]) params.temperature = 0.0;
+    if (j.contains("top_p") && j["top_p"].is_number()) params.top_p = j["top_p"];
+    if (j.contains("top_k") && j["top_k"].is_number_integer()) params.top_k = j["top_k"];
   }
   if (args.temperature) params.temperature = *args.temperature;
   if (args.top_p) params.top_p = *args.top_p;
   if (args.top_k) params.top_k = *args.top_k;
   params.max_tokens = args.max_tokens;
   params.ignore_eos = args.ignore_eos;
-  params.seed = args.seed ? *args.seed : std::random_device{}() * 0x100000001ull + std::random_device{}();
-  params.validate();
+  params.skip_special_tokens = false;  // the single-prompt stream shows every token's text
   return params;
 }
 
-int run_generate(const GenerateArgs& args) {
-  DEEPINFER_CHECK(args.prompt.has_value() != args.prompt_ids.has_value(),
-                  "give exactly one of --prompt TEXT or --prompt-ids \"ID ID ...\"");
-  const fs::path dir = args.model_dir;
-  DEEPINFER_CHECK(fs::is_directory(dir), "model folder '{}' does not exist or is not a directory", dir.string());
-  if (args.threads > 0) setenv("DEEPINFER_THREADS", std::to_string(args.threads).c_str(), 1);  // read by the pool
+// The checks SamplingParams::validate makes, so a bad flag or line fails before the weights load.
+void validate(const SamplingParams& p) {
+  sampling::SamplingParams s;
+  s.temperature = p.temperature;
+  s.top_p = p.top_p;
+  s.top_k = p.top_k < 0 ? 0 : p.top_k;
+  s.max_tokens = p.max_tokens;
+  s.stop_token_ids = p.stop_token_ids;
+  s.validate();
+  DEEPINFER_CHECK(p.top_k >= -1, "invalid sampling parameter: top_k must be >= -1 (0 or -1 = off), got {}", p.top_k);
+}
 
-  // Everything cheap is checked before the weights are read: config, tokenizer, ids, sampling.
-  const io::ModelConfig config = io::load_model_config(dir);
-  const bool has_tokenizer = fs::exists(dir / "tokenizer.json");
-  DEEPINFER_CHECK(!args.prompt || has_tokenizer,
+// Says so when the state pool, not the model, limits how long a sequence may grow.
+void note_pool_limit(const LLM& llm, const io::ModelConfig& config) {
+  if (config.max_position_embeddings > 0 && llm.context_limit() < config.max_position_embeddings)
+    std::fprintf(stderr,
+                 "note: the state pool holds %lld positions per sequence, less than the model's context of %lld "
+                 "(raise --kv-memory for longer sequences)\n",
+                 static_cast<long long>(llm.context_limit()), static_cast<long long>(config.max_position_embeddings));
+}
+
+EngineConfig engine_config(const GenerateArgs& args, std::function<void(size_t, size_t)> progress) {
+  EngineConfig config;
+  config.kv_memory_bytes = args.kv_memory ? engine::parse_memory_size(*args.kv_memory) : 0;
+  config.max_num_seqs = args.max_num_seqs;
+  config.max_num_batched_tokens = args.max_num_batched_tokens;
+  config.max_prefill_chunk = args.prefill_chunk;
+  config.threads = args.threads;
+  config.seed = args.seed;
+  config.load_progress = std::move(progress);
+  return config;
+}
+
+// --- one prompt, streamed ---
+
+int run_single(const GenerateArgs& args, const fs::path& dir, const io::ModelConfig& config,
+               const std::optional<Tokenizer>& tokenizer) {
+  DEEPINFER_CHECK(!args.prompt || tokenizer,
                   "'{}' has no tokenizer.json, so --prompt cannot be encoded; pass token ids with --prompt-ids",
                   dir.string());
-  std::optional<Tokenizer> tokenizer;
-  if (has_tokenizer) tokenizer.emplace(Tokenizer::from_model_dir(dir));
   const std::vector<int32_t> prompt =
       args.prompt ? tokenizer->encode_with_bos(*args.prompt) : engine::parse_token_ids(*args.prompt_ids, config.vocab_size);
   for (int32_t id : prompt)
     DEEPINFER_CHECK(id < config.vocab_size, "the tokenizer produced id {} but the model's vocabulary has {} entries",
                     id, config.vocab_size);
-  const sampling::SamplingParams params = sampling_params(args, dir);
+  SamplingParams params = default_params(args, dir);
+  params.seed = args.seed ? *args.seed : std::random_device{}() * 0x100000001ull + std::random_device{}();
+  validate(params);
 
   engine::LoadProgress progress;
-  model::LoadOptions load_options = model::load_options_from_env();  // DEEPINFER_BATCH_INVARIANT
-  load_options.progress = [&](size_t d, size_t t) { progress.update(d, t); };
-  const auto model = model::load_model(dir, load_options);
+  LLM llm(dir, engine_config(args, [&](size_t d, size_t t) { progress.update(d, t); }));
   progress.finish();
+  note_pool_limit(llm, config);
 
-  engine::Generator generator(*model, tokenizer ? &*tokenizer : nullptr,
-                              engine::GeneratorOptions{.prefill_chunk = args.prefill_chunk});
   bool ends_with_newline = true;
-  const auto result = generator.generate(prompt, params, [&](const engine::TokenEvent& event) {
+  bool first = true;
+  const auto out = llm.generate(std::vector<Prompt>{Prompt(prompt)}, params, [&](const StreamEvent& event) {
     if (tokenizer) {
       if (event.text.empty()) return;
       std::fwrite(event.text.data(), 1, event.text.size(), stdout);
       ends_with_newline = event.text.back() == '\n';
     } else {
-      std::fprintf(stdout, event.index == 0 ? "%d" : " %d", event.id);
+      for (int32_t id : event.new_token_ids) {
+        std::fprintf(stdout, first ? "%d" : " %d", id);
+        first = false;
+      }
       ends_with_newline = false;
     }
     std::fflush(stdout);
   });
   if (!ends_with_newline) std::fputc('\n', stdout);
+  const CompletionOutput& result = out.at(0).outputs.at(0);
   if (args.print_ids && tokenizer) {  // without a tokenizer the streamed line already is the ids
-    for (size_t i = 0; i < result.ids.size(); ++i) std::fprintf(stdout, i ? " %d" : "%d", result.ids[i]);
+    for (size_t i = 0; i < result.token_ids.size(); ++i) std::fprintf(stdout, i ? " %d" : "%d", result.token_ids[i]);
     std::fputc('\n', stdout);
   }
   std::fflush(stdout);
 
-  const auto& s = result.stats;
+  const auto& m = out[0].metrics;
+  const auto generated = static_cast<double>(result.token_ids.size());
+  const double prefill_rate = m.time_to_first_token > 0 ? static_cast<double>(prompt.size()) / m.time_to_first_token : 0;
+  const double decode_time = m.total_time - m.time_to_first_token;
+  const double decode_rate = generated > 1 && decode_time > 0 ? (generated - 1) / decode_time : 0;
   std::fprintf(stderr,
-               "prompt tokens: %lld | generated: %lld (%s) | prefill: %.1f tok/s | decode: %.1f tok/s | "
-               "seed: %s | threads: %zu\n",
-               static_cast<long long>(s.prompt_tokens), static_cast<long long>(s.generated_tokens),
-               engine::to_string(result.finish), s.prefill_tokens_per_second(), s.decode_tokens_per_second(),
-               params.greedy() ? "- (greedy)" : std::to_string(params.seed).c_str(),
+               "prompt tokens: %zu | generated: %zu (%s) | prefill: %.1f tok/s | decode: %.1f tok/s | seed: %s | "
+               "threads: %zu\n",
+               prompt.size(), result.token_ids.size(), result.finish_reason.c_str(), prefill_rate, decode_rate,
+               params.temperature == 0 || params.top_k == 1 ? "- (greedy)" : std::to_string(*params.seed).c_str(),
                ThreadPool::global().size());
   return 0;
 }
 
+// --- a file of requests ---
+
+struct FileRequest {
+  std::vector<int32_t> prompt_ids;
+  SamplingParams params;
+};
+
+const std::set<std::string> kFields = {"prompt", "prompt_token_ids", "max_tokens", "temperature", "top_p",
+                                       "top_k", "seed", "stop", "stop_token_ids", "ignore_eos"};
+
+std::vector<int32_t> token_id_list(const json& value, const std::string& field, int64_t vocab) {
+  DEEPINFER_CHECK(value.is_array(), "'{}' must be an array of token ids, got {}", field, value.type_name());
+  std::vector<int32_t> ids;
+  for (const auto& v : value) {
+    DEEPINFER_CHECK(v.is_number_integer(), "'{}' must hold integers, found {}", field, v.dump());
+    const auto id = v.get<int64_t>();
+    DEEPINFER_CHECK(id >= 0 && id < vocab, "'{}': token id {} is outside the vocabulary [0, {})", field, id, vocab);
+    ids.push_back(static_cast<int32_t>(id));
+  }
+  return ids;
+}
+
+// One line of the input file -> a request (prompt tokenized). Throws Error without the location.
+FileRequest parse_request(const std::string& line, const SamplingParams& defaults, const io::ModelConfig& config,
+                          const std::optional<Tokenizer>& tokenizer) {
+  json j;
+  try {
+    j = json::parse(line);
+  } catch (const json::parse_error& e) {
+    std::string what = e.what();
+    if (const size_t at = what.find("] "); what.rfind("[json.exception", 0) == 0 && at != std::string::npos)
+      what = what.substr(at + 2);
+    fail("invalid JSON ({})", what);
+  }
+  DEEPINFER_CHECK(j.is_object(), "expected a JSON object like {{\"prompt\": \"text\"}}, got {}", j.type_name());
+  for (const auto& [key, value] : j.items())
+    DEEPINFER_CHECK(kFields.count(key), "unknown field '{}' (known: prompt, prompt_token_ids, max_tokens, temperature, "
+                    "top_p, top_k, seed, stop, stop_token_ids, ignore_eos)", key);
+  DEEPINFER_CHECK(j.contains("prompt") != j.contains("prompt_token_ids"),
+                  "give exactly one of 'prompt' (text) or 'prompt_token_ids' (a list of ids)");
+  FileRequest r;
+  r.params = defaults;
+  r.params.skip_special_tokens = true;  // vLLM's default for returned text
+  r.params.seed.reset();                // unseeded lines get the engine's per-request seeds
+  if (j.contains("prompt")) {
+    const auto& p = j["prompt"];
+    DEEPINFER_CHECK(p.is_string(), "'prompt' must be a string, got {}", p.type_name());
+    DEEPINFER_CHECK(!p.get<std::string>().empty(), "'prompt' is empty");
+    DEEPINFER_CHECK(tokenizer.has_value(), "the model folder has no tokenizer.json, so 'prompt' text cannot be encoded: "
+                    "use 'prompt_token_ids'");
+    r.prompt_ids = tokenizer->encode_with_bos(p.get<std::string>());
+    DEEPINFER_CHECK(!r.prompt_ids.empty(), "'prompt' encodes to no tokens");
+  } else {
+    r.prompt_ids = token_id_list(j["prompt_token_ids"], "prompt_token_ids", config.vocab_size);
+    DEEPINFER_CHECK(!r.prompt_ids.empty(), "'prompt_token_ids' is empty");
+  }
+  const int64_t context = config.max_position_embeddings;
+  DEEPINFER_CHECK(context <= 0 || static_cast<int64_t>(r.prompt_ids.size()) <= context,
+                  "the prompt has {} tokens but the model's context is {} positions", r.prompt_ids.size(), context);
+  auto number = [&](const char* field) -> std::optional<json> {
+    if (!j.contains(field)) return std::nullopt;
+    DEEPINFER_CHECK(j[field].is_number(), "'{}' must be a number, got {}", field, j[field].type_name());
+    return j[field];
+  };
+  auto integer = [&](const char* field) -> std::optional<json> {
+    if (!j.contains(field)) return std::nullopt;
+    DEEPINFER_CHECK(j[field].is_number_integer(), "'{}' must be an integer, got {}", field, j[field].dump());
+    return j[field];
+  };
+  if (auto v = integer("max_tokens")) {
+    DEEPINFER_CHECK(v->get<int64_t>() >= 1, "'max_tokens' must be >= 1, got {}", v->dump());
+    r.params.max_tokens = v->get<int64_t>();
+  }
+  if (auto v = number("temperature")) r.params.temperature = v->get<double>();
+  if (auto v = number("top_p")) r.params.top_p = v->get<double>();
+  if (auto v = integer("top_k")) r.params.top_k = v->get<int64_t>();
+  if (auto v = integer("seed")) {
+    DEEPINFER_CHECK(v->is_number_unsigned(), "'seed' must be a non-negative integer, got {}", v->dump());
+    r.params.seed = v->get<uint64_t>();
+  }
+  if (j.contains("stop")) {
+    const auto& s = j["stop"];
+    DEEPINFER_CHECK(s.is_string() || s.is_array(), "'stop' must be a string or an array of strings, got {}",
+                    s.type_name());
+    r.params.stop.clear();
+    for (const auto& item : s.is_string() ? json::array({s}) : s) {
+      DEEPINFER_CHECK(item.is_string(), "'stop' must hold strings, found {}", item.dump());
+      DEEPINFER_CHECK(!item.get<std::string>().empty(), "'stop' strings must not be empty");
+      r.params.stop.push_back(item.get<std::string>());
+    }
+    DEEPINFER_CHECK(r.params.stop.empty() || tokenizer.has_value(),
+                    "'stop' strings need a tokenizer (the model folder has no tokenizer.json)");
+  }
+  if (j.contains("stop_token_ids"))
+    r.params.stop_token_ids = token_id_list(j["stop_token_ids"], "stop_token_ids", config.vocab_size);
+  if (j.contains("ignore_eos")) {
+    DEEPINFER_CHECK(j["ignore_eos"].is_boolean(), "'ignore_eos' must be true or false, got {}", j["ignore_eos"].dump());
+    r.params.ignore_eos = j["ignore_eos"].get<bool>();
+  }
+  validate(r.params);
+  return r;
+}
+
+int run_file(const GenerateArgs& args, const fs::path& dir, const io::ModelConfig& config,
+             const std::optional<Tokenizer>& tokenizer) {
+  DEEPINFER_CHECK(args.output.has_value(), "--input needs --output FILE (results, one JSON object per line; - = stdout)");
+  std::ifstream in(*args.input, std::ios::binary);
+  DEEPINFER_CHECK(in.good(), "cannot read the input file '{}'", *args.input);
+  const SamplingParams defaults = default_params(args, dir);
+  validate(defaults);
+
+  // Every line is checked before any work starts.
+  std::vector<FileRequest> requests;
+  std::string line;
+  for (int64_t number = 1; std::getline(in, line); ++number) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (line.find_first_not_of(" \t") == std::string::npos) continue;  // blank lines carry no request
+    try {
+      requests.push_back(parse_request(line, defaults, config, tokenizer));
+    } catch (const std::exception& e) {
+      fail("{} line {}: {}", *args.input, number, e.what());
+    }
+  }
+  DEEPINFER_CHECK(!requests.empty(), "the input file '{}' holds no requests", *args.input);
+
+  std::ofstream file_out;
+  const bool to_stdout = *args.output == "-";
+  if (!to_stdout) {
+    file_out.open(*args.output, std::ios::binary | std::ios::trunc);
+    DEEPINFER_CHECK(file_out.good(), "cannot write the output file '{}'", *args.output);
+  }
+  std::ostream& out = to_stdout ? std::cout : file_out;
+
+  engine::LoadProgress load_progress;
+  LLM llm(dir, engine_config(args, [&](size_t d, size_t t) { load_progress.update(d, t); }));
+  load_progress.finish();
+  note_pool_limit(llm, config);
+
+  std::vector<Prompt> prompts;
+  std::vector<SamplingParams> params;
+  for (const auto& r : requests) {
+    prompts.emplace_back(r.prompt_ids);
+    params.push_back(r.params);
+  }
+  // Results are written in input order as soon as every earlier one is done.
+  struct Pending {
+    std::vector<int32_t> ids;
+    std::string text, finish_reason;
+    bool done = false;
+  };
+  std::vector<Pending> pending(requests.size());
+  size_t next_to_write = 0, done = 0;
+  int64_t tokens = 0;
+  engine::RequestProgress progress(requests.size());
+  llm.generate(prompts, params, [&](const StreamEvent& e) {
+    Pending& p = pending[e.index];
+    p.ids.insert(p.ids.end(), e.new_token_ids.begin(), e.new_token_ids.end());
+    p.text += e.text;
+    tokens += static_cast<int64_t>(e.new_token_ids.size());
+    if (e.finished) {
+      p.done = true;
+      p.finish_reason = e.finish_reason;
+      ++done;
+      for (; next_to_write < pending.size() && pending[next_to_write].done; ++next_to_write) {
+        Pending& w = pending[next_to_write];
+        const json result = {{"index", next_to_write},
+                             {"prompt_token_ids", requests[next_to_write].prompt_ids},
+                             {"token_ids", w.ids},
+                             {"text", w.text},
+                             {"finish_reason", w.finish_reason}};
+        out << result.dump(-1, ' ', false, json::error_handler_t::replace) << '\n';
+        w = Pending{};  // free the memory
+        w.done = true;
+      }
+      out.flush();
+    }
+    progress.update(done, tokens);
+  });
+  DEEPINFER_CHECK(out.good(), "writing the output file '{}' failed", *args.output);
+  const auto stats = llm.stats();
+  progress.finish(done, tokens,
+                  fmt::format(" | {} steps, {} preemptions | kv pool: {} blocks of {} tokens ({})", stats.steps,
+                              stats.preemptions, llm.kv_num_blocks(), llm.kv_block_tokens(),
+                              engine::human_bytes(static_cast<double>(llm.kv_memory_bytes()))));
+  return 0;
+}
+
+int run_generate(const GenerateArgs& args) {
+  const int sources = args.prompt.has_value() + args.prompt_ids.has_value() + args.input.has_value();
+  DEEPINFER_CHECK(sources == 1, "give exactly one of --prompt TEXT, --prompt-ids \"ID ID ...\" or --input FILE.jsonl");
+  DEEPINFER_CHECK(!args.output || args.input, "--output is for --input runs; a single prompt streams to stdout");
+  const fs::path dir = args.model_dir;
+  DEEPINFER_CHECK(fs::is_directory(dir), "model folder '{}' does not exist or is not a directory", dir.string());
+
+  // Everything cheap is checked before the weights are read: config, tokenizer, prompts, sampling.
+  const io::ModelConfig config = io::load_model_config(dir);
+  std::optional<Tokenizer> tokenizer;
+  if (fs::exists(dir / "tokenizer.json")) tokenizer.emplace(Tokenizer::from_model_dir(dir));
+  if (args.kv_memory) engine::parse_memory_size(*args.kv_memory);
+  return args.input ? run_file(args, dir, config, tokenizer) : run_single(args, dir, config, tokenizer);
+}
+
 const CommandRegistration registration{Command{
-    "generate", "Generate text from a prompt with a model folder",
+    "generate", "Generate text from a prompt, or from a file of requests, with a model folder",
     [](CLI::App& sub) -> std::function<int()> {
       auto args = std::make_shared<GenerateArgs>();
       sub.add_option("--model", args->model_dir, "Model folder (config.json, *.safetensors, tokenizer.json)")
@@ -140,7 +384,17 @@ const CommandRegistration registration{Command{
       auto* prompt = sub.add_option("--prompt", args->prompt, "Prompt text (BOS added when tokenizer_config says so)");
       auto* ids = sub.add_option("--prompt-ids", args->prompt_ids,
                                  "Prompt as token ids, fed verbatim, e.g. \"0 17 5\" (for folders without a tokenizer)");
+      auto* input = sub.add_option(
+          "--input", args->input,
+          "File of requests, one JSON object per line (blank lines skipped), run concurrently: {\"prompt\": \"text\"} "
+          "or {\"prompt_token_ids\": [0, 17, 5]}, optionally with max_tokens, temperature, top_p, top_k, seed, stop "
+          "(string or list), stop_token_ids, ignore_eos (vLLM names; unset fields take the flags' values). Every line "
+          "is checked before any work; a bad one is an error naming its line number");
+      sub.add_option("--output", args->output,
+                     "With --input: results file ('-' = stdout), one line per request in input order: {\"index\", "
+                     "\"prompt_token_ids\", \"token_ids\", \"text\", \"finish_reason\": \"stop\"|\"length\"}");
       prompt->excludes(ids);
+      input->excludes(prompt)->excludes(ids);
       sub.add_option("--max-tokens", args->max_tokens, "Most tokens to generate")
           ->default_val(64)
           ->check(CLI::PositiveNumber);
@@ -148,13 +402,27 @@ const CommandRegistration registration{Command{
                      "Sampling temperature; 0 = greedy. Default: generation_config.json (do_sample false = greedy), else 1.0");
       sub.add_option("--top-p", args->top_p, "Nucleus sampling mass in (0, 1]. Default: generation_config.json, else 1.0");
       sub.add_option("--top-k", args->top_k, "Keep the K most likely tokens; 0 = off. Default: generation_config.json, else 0");
-      sub.add_option("--seed", args->seed, "Random seed; the same seed gives the same tokens. Default: random (printed)");
+      sub.add_option("--seed", args->seed,
+                     "Random seed; the same seed gives the same tokens. Default: random (printed). With --input: the "
+                     "base from which lines without a seed get their own (reproducible run to run)");
       sub.add_flag("--print-ids", args->print_ids, "Print the generated ids, space-separated, on the last line of stdout");
       sub.add_flag("--ignore-eos", args->ignore_eos, "Keep generating past EOS (for benchmarks)");
       sub.add_option("--threads", args->threads, "CPU threads (default: all cores, or DEEPINFER_THREADS)")
           ->check(CLI::PositiveNumber);
-      sub.add_option("--prefill-chunk", args->prefill_chunk, "Prompt tokens per forward pass during prefill")
+      sub.add_option("--prefill-chunk", args->prefill_chunk, "Most prompt tokens of one sequence per step")
           ->default_val(512)
+          ->check(CLI::PositiveNumber);
+      sub.add_option("--kv-memory", args->kv_memory,
+                     "Memory for the model state of running sequences: bytes with an optional K/M/G/T suffix (2G, "
+                     "512M) or a fraction of RAM (0.3 or 30%). Default: 25% of RAM, never more than --max-num-seqs "
+                     "sequences at full context need. Reserved, not touched until used");
+      sub.add_option("--max-num-seqs", args->max_num_seqs,
+                     "Most sequences running at once (each holds one state slot); more requests wait their turn")
+          ->default_val(64)
+          ->check(CLI::PositiveNumber);
+      sub.add_option("--max-num-batched-tokens", args->max_num_batched_tokens,
+                     "Tokens per engine step: the decodes of running sequences first, then chunks of waiting prompts")
+          ->default_val(2048)
           ->check(CLI::PositiveNumber);
       return [args] {
         try {

@@ -1,10 +1,13 @@
 // `deepinfer inspect`: what a model folder holds — architecture, per-layer attention kinds,
-// parameters by component and dtype, and how much sequence state each token costs.
+// parameters by component and dtype, and the bytes per token and per sequence slot that the state
+// pools allocate. `--config FILE` does the same from a config.json alone (no parameters).
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <map>
 #include <string>
 #include <vector>
@@ -13,6 +16,7 @@
 #include "core/error.h"
 #include "engine/load_progress.h"
 #include "io/model_config.h"
+#include "model/deepseek_v4/state.h"
 #include "model/model.h"
 
 namespace deepinfer::cli {
@@ -116,17 +120,38 @@ void print_parameters(const std::vector<model::ParameterGroup>& groups) {
               human_bytes(static_cast<double>(total_bytes)).c_str());
 }
 
-void print_state(const model::StateFootprint& f, int64_t max_positions) {
-  std::printf("\nSequence state (KV cache, compressor buffers)\n");
-  print_row("per token", fmt::format("{:.1f} B (compressed entries amortised)", f.per_token));
-  print_row("fixed", fmt::format("{} (window rings, unfinished compression windows)", human_bytes(f.fixed)));
-  for (const auto& note : f.notes) print_row("", note);
-  std::printf("  %-22s %s\n", "context", "state per sequence");
+// What the state pools really allocate for this layout: the per-token cost is the compressed KV
+// and indexer-key entries in blocks (one block covers block_tokens positions), the per-sequence
+// cost is one slot (window rings plus the compressors' unfinished windows).
+void print_state(const kv::StateLayout& layout, int64_t max_positions) {
+  int64_t window_elems = 0, compressor_elems = 0, rings = 0;
+  for (const auto& l : layout.layers) {
+    window_elems += l.window.window * l.window.head_dim;
+    rings += l.window.window > 0;
+    for (const auto* c : {&l.compressor, &l.indexer})
+      if (*c) compressor_elems += (*c)->slot_elems();
+  }
+  const auto element = static_cast<int64_t>(layout.element_bytes());
+  const auto slot = static_cast<int64_t>(layout.slot_bytes()), block = static_cast<int64_t>(layout.block_bytes());
+  std::printf("\nSequence state (what the state pools allocate, %s)\n", std::string(dtype_name(layout.dtype)).c_str());
+  const double per_token = layout.bytes_per_token();
+  const std::string per_token_text = per_token == static_cast<double>(static_cast<int64_t>(per_token))
+                                         ? with_commas(static_cast<int64_t>(per_token))
+                                         : fmt::format("{:.1f}", per_token);
+  print_row("per token", fmt::format("{} B (compressed KV + indexer keys; blocks of {} positions, {} B each)",
+                                     per_token_text, layout.block_tokens, with_commas(block)));
+  print_row("per sequence slot", fmt::format("{} B ({}): window rings {} B over {} layers, unfinished "
+                                             "compression windows {} B",
+                                             with_commas(slot), human_bytes(static_cast<double>(slot)),
+                                             with_commas(window_elems * element), rings,
+                                             with_commas(compressor_elems * element)));
+  std::printf("  %-22s %s\n", "context", "state per sequence (slot + blocks)");
   for (int64_t tokens : {int64_t{4096}, int64_t{131072}, int64_t{1048576}}) {
     const std::string label = tokens >= 1048576 ? fmt::format("{}M tokens", tokens / 1048576)
                                                 : fmt::format("{}K tokens", tokens / 1024);
     const std::string note = max_positions > 0 && tokens > max_positions ? " (beyond the model's context)" : "";
-    print_row(label, human_bytes(f.fixed + f.per_token * static_cast<double>(tokens)) + note);
+    const double bytes = static_cast<double>(slot) + static_cast<double>(layout.blocks_for(tokens) * block);
+    print_row(label, human_bytes(bytes) + note);
   }
 }
 
@@ -140,19 +165,43 @@ int run_inspect(const std::string& model_dir) {
   progress.finish();
   print_config(model->config(), dir);
   print_parameters(model->parameter_summary());
-  print_state(model->state_footprint(), model->config().max_position_embeddings);
+  print_state(model->state_layout(), model->config().max_position_embeddings);
+  std::fflush(stdout);
+  return 0;
+}
+
+// A config.json alone (no weights): the architecture and what its state costs, e.g. for the released
+// DeepSeek-V4-Flash config before downloading 160 GB.
+int run_inspect_config(const std::string& config_file) {
+  const fs::path path = config_file;
+  DEEPINFER_CHECK(fs::is_regular_file(path), "config file '{}' does not exist or is not a file", path.string());
+  std::ifstream in(path, std::ios::binary);
+  DEEPINFER_CHECK(in.good(), "cannot read config file '{}'", path.string());
+  const std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  const io::ModelConfig config = io::parse_model_config(text, path.string());
+  config.validate();
+  DEEPINFER_CHECK(config.model_type == "deepseek_v4", "{}: model_type '{}' is not supported (supported: deepseek_v4)",
+                  path.string(), config.model_type);
+  print_config(config, path);
+  print_state(model::deepseek_v4::state_layout(config), config.max_position_embeddings);
   std::fflush(stdout);
   return 0;
 }
 
 const CommandRegistration registration{Command{
-    "inspect", "Summarise a model folder: architecture, layers, parameters, state size per token",
+    "inspect", "Summarise a model folder (or a config.json): architecture, layers, parameters, state bytes",
     [](CLI::App& sub) -> std::function<int()> {
       auto model_dir = std::make_shared<std::string>();
-      sub.add_option("--model", *model_dir, "Model folder (config.json, *.safetensors)")->required();
-      return [model_dir] {
+      auto config_file = std::make_shared<std::string>();
+      auto* model_opt = sub.add_option("--model", *model_dir, "Model folder (config.json, *.safetensors)");
+      auto* config_opt =
+          sub.add_option("--config", *config_file, "A config.json alone: architecture and state sizes, no weights");
+      model_opt->excludes(config_opt);
+      config_opt->excludes(model_opt);
+      sub.require_option(1);
+      return [model_dir, config_file] {
         try {
-          return run_inspect(*model_dir);
+          return config_file->empty() ? run_inspect(*model_dir) : run_inspect_config(*config_file);
         } catch (const std::exception& e) {
           // One line for main(): multi-line messages (lists of missing tensors) are joined.
           std::string message = e.what();

@@ -246,11 +246,14 @@ void CpuBackend::sparse_attention(TensorView q, TensorView kv, const backend::Wi
   const int32_t* sel = use_selection ? selected.i32() : nullptr;
   float* os = out.f32();
 
-  ThreadPool::global().parallel_for(static_cast<size_t>(T * H), [&](size_t b, size_t e) {
+  // One work item per (token, group of heads): the shared KV head is read once for the group.
+  const int64_t group = std::min<int64_t>(H, 16), groups = (H + group - 1) / group;
+  ThreadPool::global().parallel_for(static_cast<size_t>(T * groups), [&](size_t b, size_t e) {
     thread_local std::vector<float> logits;
     thread_local std::vector<const float*> keys;
-    for (size_t i = b; i < e; ++i) {
-      const int64_t t = static_cast<int64_t>(i) / H, h = static_cast<int64_t>(i) % H;
+    for (size_t item = b; item < e; ++item) {
+      const int64_t t = static_cast<int64_t>(item) / groups, h0 = static_cast<int64_t>(item) % groups * group;
+      const int64_t h1 = std::min(H, h0 + group);
       const SeqSlice& seq = seqs[static_cast<size_t>(seq_of[static_cast<size_t>(t)])];
       const int64_t pos = seq.start + (t - seq.begin);
       const float* ring = state.slot(seq.slot) + wl.slot_offset;
@@ -265,17 +268,24 @@ void CpuBackend::sparse_attention(TensorView q, TensorView kv, const backend::Wi
         for (int64_t entry = 0; entry < (pos + 1) / entries->rate; ++entry)
           keys.push_back(state.entry(seq, *entries, entry));
       }
-      const float* qh = qs + i * hd;
-      logits.resize(keys.size() + 1);
-      for (size_t j = 0; j < keys.size(); ++j) logits[j] = dot(qh, keys[j], hd) * scale;
-      logits.back() = sink[h];  // the sink takes probability mass and is then dropped
-      softmax(logits.data(), static_cast<int64_t>(logits.size()));
-      float* o = os + i * hd;
-      std::fill(o, o + hd, 0.0f);
-      for (size_t j = 0; j < keys.size(); ++j) {
+      const size_t n = keys.size(), stride = n + 1;  // the sink closes each head's row
+      logits.resize(static_cast<size_t>(h1 - h0) * stride);
+      for (size_t j = 0; j < n; ++j)
+        for (int64_t h = h0; h < h1; ++h)
+          logits[static_cast<size_t>(h - h0) * stride + j] = dot(qs + (t * H + h) * hd, keys[j], hd) * scale;
+      for (int64_t h = h0; h < h1; ++h) {
+        float* row = logits.data() + static_cast<size_t>(h - h0) * stride;
+        row[n] = sink[h];  // the sink takes probability mass and is then dropped
+        softmax(row, static_cast<int64_t>(stride));
+        std::fill(os + (t * H + h) * hd, os + (t * H + h + 1) * hd, 0.0f);
+      }
+      for (size_t j = 0; j < n; ++j) {
         const float* v = keys[j];
-        const float p = logits[j];
-        for (int64_t c = 0; c < hd; ++c) o[c] += p * v[c];
+        for (int64_t h = h0; h < h1; ++h) {
+          const float p = logits[static_cast<size_t>(h - h0) * stride + j];
+          float* o = os + (t * H + h) * hd;
+          for (int64_t c = 0; c < hd; ++c) o[c] += p * v[c];
+        }
       }
     }
   });

@@ -1,0 +1,165 @@
+#pragma once
+// The offline C++ API: load a model folder once, generate for many prompts at once. Requests run
+// concurrently (continuous batching over a paged state pool); results come back in input order.
+//
+//   deepinfer::LLM llm("models/kjv-tiny-v4", {.max_num_seqs = 32});
+//   deepinfer::SamplingParams params{.temperature = 0.8, .max_tokens = 64, .stop = {"\n"}};
+//   for (const auto& out : llm.generate({"In the beginning", "The LORD is"}, params))
+//     std::cout << out.outputs[0].text << "\n";
+//
+// Names follow vLLM (SamplingParams, RequestOutput, CompletionOutput, finish_reason "stop" /
+// "length"). Errors throw std::runtime_error (deepinfer::Error) with a one-line message. One LLM
+// serves one generate() call at a time (not thread-safe).
+// This header uses only the standard library: no internal type is visible through it.
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <initializer_list>
+#include <iterator>
+#include <memory>
+#include <optional>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+namespace deepinfer {
+
+struct SamplingParams {
+  int64_t n = 1;             // completions per prompt (only 1 for now)
+  double temperature = 1.0;  // 0 = greedy
+  double top_p = 1.0;        // nucleus mass in (0, 1]; 1 = off
+  int64_t top_k = 0;         // keep the k most likely tokens; 0 or -1 = off
+  // Same seed + same prompt + same parameters = same tokens, whatever else is in the batch.
+  // Unset: the engine gives each request its own seed (reported in CompletionOutput::seed).
+  std::optional<uint64_t> seed;
+  int64_t max_tokens = 16;                // generated tokens at most (a stop token counts)
+  std::vector<std::string> stop;          // stop strings: generation ends there, the text excludes them
+  std::vector<int32_t> stop_token_ids;    // in addition to EOS; the id is kept in token_ids, not in text
+  bool ignore_eos = false;                // keep generating past EOS
+  bool skip_special_tokens = true;        // leave special tokens out of the text
+  bool return_logits = false;             // testing/debugging: CompletionOutput::logits
+};
+
+struct EngineConfig {
+  // Memory for the model state of running sequences, in bytes; 0 = a quarter of physical RAM.
+  // Never more is taken than max_num_seqs sequences at full context need.
+  size_t kv_memory_bytes = 0;
+  int64_t max_num_seqs = 64;              // sequences running at once
+  // Tokens per step: the running sequences' decodes first, then chunks of waiting prompts. Keep it
+  // >= max_num_seqs, or the newest running sequences wait while older ones decode.
+  int64_t max_num_batched_tokens = 2048;
+  int64_t max_prefill_chunk = 0;          // prompt tokens of one sequence per step; 0 = no extra limit
+  int64_t threads = 0;                    // CPU threads; 0 = DEEPINFER_THREADS or all cores (first LLM wins)
+  // Batch-invariant numerics (results independent of batching and chunking); unset: on when the
+  // environment has DEEPINFER_BATCH_INVARIANT=1.
+  std::optional<bool> batch_invariant;
+  // Base of the seeds given to requests without one; unset: random per LLM.
+  std::optional<uint64_t> seed;
+  // Weight-loading progress: (bytes done, bytes total).
+  std::function<void(size_t, size_t)> load_progress;
+};
+
+// One prompt: text (tokenized, BOS added when tokenizer_config.json asks for it) or token ids
+// (fed verbatim). Converts implicitly from either, so {"text", "more text"} and {{0, 17, 5}} work.
+struct Prompt {
+  Prompt() = default;
+  Prompt(std::string prompt) : text(std::move(prompt)) {}  // NOLINT: implicit by design
+  Prompt(const char* prompt) : text(prompt) {}             // NOLINT
+  Prompt(std::vector<int32_t> ids) : token_ids(std::move(ids)) {}       // NOLINT
+  Prompt(std::initializer_list<int32_t> ids) : token_ids(ids) {}        // NOLINT
+  std::optional<std::string> text;  // set: a text prompt
+  std::vector<int32_t> token_ids;   // used when text is unset
+};
+
+struct RequestMetrics {
+  double time_to_first_token = 0;  // seconds from submission to the first generated token
+  double total_time = 0;           // seconds from submission to the last
+};
+
+struct CompletionOutput {
+  size_t index = 0;  // completion index within the request (always 0 while n = 1)
+  std::string text;
+  std::vector<int32_t> token_ids;
+  std::string finish_reason;                  // "stop" (EOS, stop token, stop string) or "length"
+  std::optional<std::string> stop_string;     // the stop string that ended it
+  std::optional<int32_t> stop_token_id;       // the EOS / stop token id that ended it
+  uint64_t seed = 0;                          // the seed its samples were drawn with
+  std::vector<float> logits;                  // return_logits: vocab_size floats per token
+};
+
+struct RequestOutput {
+  size_t index = 0;                   // position in the generate() input
+  std::optional<std::string> prompt;  // the prompt text, when given as text
+  std::vector<int32_t> prompt_token_ids;
+  std::vector<CompletionOutput> outputs;  // one (n = 1)
+  RequestMetrics metrics;
+  bool finished = true;
+};
+
+// Passed to the streaming callback after every step, for each request that produced a token.
+struct StreamEvent {
+  size_t index = 0;                     // position in the generate() input
+  std::vector<int32_t> new_token_ids;
+  std::string text;                     // text that became final (stop strings never appear)
+  bool finished = false;
+  std::string finish_reason;            // when finished
+};
+using StreamCallback = std::function<void(const StreamEvent&)>;
+
+struct EngineStats {
+  int64_t steps = 0;             // forward passes
+  int64_t preemptions = 0;       // sequences sent back to wait for memory (recomputed later)
+  int64_t scheduled_tokens = 0;  // tokens run through the model, recomputation included
+  int64_t prompt_tokens = 0;
+  int64_t generated_tokens = 0;
+};
+
+class LLM {
+ public:
+  // Loads DIR (config.json, *.safetensors, optional tokenizer.json) and sizes the state pool.
+  explicit LLM(const std::filesystem::path& model_dir, EngineConfig config = {});
+  ~LLM();
+  LLM(LLM&&) noexcept;
+  LLM& operator=(LLM&&) noexcept;
+
+  // Runs every prompt to completion, concurrently. `params` holds one entry for all prompts or
+  // one per prompt. Every request is checked before any runs: a bad one throws, naming its index.
+  // `on_event` (optional) streams each step's tokens and text as they are produced.
+  std::vector<RequestOutput> generate(const std::vector<Prompt>& prompts, const std::vector<SamplingParams>& params,
+                                      const StreamCallback& on_event = {});
+  std::vector<RequestOutput> generate(const std::vector<Prompt>& prompts, const SamplingParams& params = {},
+                                      const StreamCallback& on_event = {});
+  // Any other container of prompts: std::vector<std::string>, std::vector<std::vector<int32_t>>, ...
+  template <typename Range>
+    requires(!std::is_same_v<Range, std::vector<Prompt>>) && requires(const Range& r) { Prompt(*std::begin(r)); }
+  std::vector<RequestOutput> generate(const Range& prompts, const SamplingParams& params = {},
+                                      const StreamCallback& on_event = {}) {
+    return generate(std::vector<Prompt>(std::begin(prompts), std::end(prompts)), params, on_event);
+  }
+  template <typename Range>
+    requires(!std::is_same_v<Range, std::vector<Prompt>>) && requires(const Range& r) { Prompt(*std::begin(r)); }
+  std::vector<RequestOutput> generate(const Range& prompts, const std::vector<SamplingParams>& params,
+                                      const StreamCallback& on_event = {}) {
+    return generate(std::vector<Prompt>(std::begin(prompts), std::end(prompts)), params, on_event);
+  }
+
+  // Text <-> ids with the model's tokenizer (throws when the folder has none).
+  bool has_tokenizer() const;
+  std::vector<int32_t> encode(const std::string& text) const;  // BOS as tokenizer_config.json says
+  std::string decode(const std::vector<int32_t>& ids, bool skip_special_tokens = true) const;
+
+  int64_t vocab_size() const;
+  int64_t context_limit() const;    // positions one sequence may hold (model context, pool permitting)
+  size_t kv_memory_bytes() const;   // what the state pool reserved
+  int64_t kv_num_blocks() const;
+  int64_t kv_block_tokens() const;
+  bool batch_invariant() const;
+  EngineStats stats() const;        // cumulative over this LLM's generate() calls
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace deepinfer

@@ -1,0 +1,529 @@
+// test_backend_ops, state ops: compress, indexer_select, store_window and sparse_attention of every
+// registered backend against double-precision loops written from backend/backend.h, backend/state.h
+// and MODELS.md, over several sequences per step with out-of-order block tables and slots.
+//
+// Pools start filled with a NaN sentinel: memory an op must not read poisons its output, and
+// memory it must not write is checked bit for bit afterwards.
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <set>
+
+#include "backend/cpu/ops.h"  // torch_top_k_indices: the documented TopKTies::Reference selection
+#include "backend_ops_util.h"
+#include "kv/state_layout.h"
+
+namespace deepinfer::backend_ops_test {
+namespace {
+
+using backend::CompressorLayout;
+using backend::SeqSlice;
+
+const float kSentinel = [] {
+  const uint32_t bits = 0x7fc0dead;  // a quiet NaN with a recognisable payload
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}();
+
+int64_t comp_rate_or(const CompressorLayout* c, int64_t fallback) { return c ? c->rate : fallback; }
+
+bool same_bits(float a, float b) { return std::memcmp(&a, &b, 4) == 0; }
+
+// Four layers: sliding only; CSA (overlapping compressor + indexer); HCA (rate 8); and a
+// non-overlapping rate-4 compressor. Blocks of 8 positions, so a sequence spans several blocks.
+constexpr int64_t kWindow = 5, kHeadDim = 16, kIndexDim = 8, kBlockTokens = 8;
+
+kv::StateLayout test_layout() {
+  std::vector<kv::LayerStateSpec> specs(4);
+  for (auto& s : specs) s.window = kWindow, s.head_dim = kHeadDim;
+  specs[1].compressor = kv::CompressorSpec{4, kHeadDim, true};
+  specs[1].indexer = kv::CompressorSpec{4, kIndexDim, true};
+  specs[2].compressor = kv::CompressorSpec{8, kHeadDim, false};
+  specs[3].compressor = kv::CompressorSpec{4, kHeadDim, false};
+  return kv::plan_layout(specs, kBlockTokens);
+}
+
+struct Pools {
+  std::vector<float> slots, blocks;
+  backend::StateStorage storage;
+  Pools(const kv::StateLayout& layout, int64_t num_slots, int64_t num_blocks)
+      : slots(static_cast<size_t>(num_slots * layout.slot_elems), kSentinel),
+        blocks(static_cast<size_t>(num_blocks * layout.block_elems), kSentinel) {
+    storage.dtype = DType::F32;
+    storage.slots = slots.data();
+    storage.blocks = blocks.data();
+    storage.slot_elems = layout.slot_elems;
+    storage.block_elems = layout.block_elems;
+    storage.block_tokens = layout.block_tokens;
+  }
+};
+
+// A sequence of the test: its slot, its (out-of-order) block table and its full token history.
+struct TestSeq {
+  int32_t slot;
+  std::vector<int32_t> blocks;
+  int64_t length;
+};
+
+const std::vector<TestSeq> kSeqs = {
+    {2, {9, 3, 14, 1}, 27},
+    {0, {0, 12, 5}, 21},
+    {3, {7, 2}, 10},
+};
+constexpr int64_t kSlots = 4, kBlocks = 16;
+
+// The steps: (sequence, first position, tokens) in the order the step lists them. Starts fall mid-
+// window, single decodes sit between prefill chunks, and the order of sequences changes.
+using Chunk = std::tuple<size_t, int64_t, int64_t>;
+const std::vector<std::vector<Chunk>> kSchedule = {
+    {{0, 0, 5}, {1, 0, 3}, {2, 0, 1}},
+    {{2, 1, 1}, {0, 5, 1}, {1, 3, 10}},
+    {{1, 13, 1}, {0, 6, 21}, {2, 2, 8}},
+    {{1, 14, 7}},
+};
+
+std::vector<SeqSlice> slices_of(const std::vector<Chunk>& step) {
+  std::vector<SeqSlice> out;
+  int64_t begin = 0;
+  for (const auto& [s, start, count] : step) {
+    out.push_back({begin, count, start, kSeqs[s].slot, kSeqs[s].blocks});
+    begin += count;
+  }
+  return out;
+}
+
+// Entry e of compressor c of sequence s, as the documented block layout places it.
+int64_t entry_offset(const TestSeq& s, const CompressorLayout& c, int64_t e, const kv::StateLayout& layout) {
+  return s.blocks[static_cast<size_t>(e / c.entries_per_block)] * layout.block_elems + c.block_offset +
+         (e % c.entries_per_block) * c.head_dim;
+}
+
+// ---------------------------------------------------------------- compress
+
+// Entries of one sequence from its whole history (MODELS.md): entry w = per channel softmax over the
+// window's slots of (gate + ape) weighting kv; CSA's slots are window w-1's first half (channels
+// [0, hd), none before window 0) then window w's second half (channels [hd, 2hd)); then RMSNorm with
+// the weight, then rope at position w * rate.
+std::vector<double> ref_compress(const CompressorLayout& c, const std::vector<float>& kv, const std::vector<float>& gate,
+                                 const std::vector<float>& ape, const std::vector<float>& norm, float eps,
+                                 std::span<const float> inv_freq, int64_t tokens) {
+  const int64_t rate = c.rate, hd = c.head_dim, width = c.width;
+  std::vector<double> out;
+  for (int64_t w = 0; w < tokens / rate; ++w) {
+    std::vector<double> entry(static_cast<size_t>(hd));
+    for (int64_t ch = 0; ch < hd; ++ch) {
+      std::vector<double> logit, value;
+      if (c.overlap && w > 0)
+        for (int64_t s = 0; s < rate; ++s) {
+          const int64_t row = (w - 1) * rate + s;
+          logit.push_back(static_cast<double>(gate[row * width + ch]) + ape[s * width + ch]);
+          value.push_back(kv[row * width + ch]);
+        }
+      const int64_t col = c.overlap ? hd + ch : ch;
+      for (int64_t s = 0; s < rate; ++s) {
+        const int64_t row = w * rate + s;
+        logit.push_back(static_cast<double>(gate[row * width + col]) + ape[s * width + col]);
+        value.push_back(kv[row * width + col]);
+      }
+      ref_softmax(logit);
+      double acc = 0;
+      for (size_t i = 0; i < logit.size(); ++i) acc += logit[i] * value[i];
+      entry[static_cast<size_t>(ch)] = acc;
+    }
+    double ss = 0;
+    for (double v : entry) ss += v * v;
+    const double inv = 1.0 / std::sqrt(ss / static_cast<double>(hd) + eps);
+    for (int64_t ch = 0; ch < hd; ++ch) entry[static_cast<size_t>(ch)] *= inv * norm[static_cast<size_t>(ch)];
+    ref_rope(entry.data(), hd, inv_freq, 1.0f, w * rate, false);
+    out.insert(out.end(), entry.begin(), entry.end());
+  }
+  return out;
+}
+
+TEST_P(BackendOps, CompressOverlappingAndNot) {
+  check_host_backend(*be);
+  const kv::StateLayout layout = test_layout();
+  struct Which {
+    const char* label;
+    CompressorLayout c;
+  };
+  const std::vector<Which> compressors = {{"CSA main (overlap, rate 4)", *layout.layers[1].compressor},
+                                          {"CSA indexer keys (overlap, rate 4)", *layout.layers[1].indexer},
+                                          {"HCA (rate 8)", *layout.layers[2].compressor},
+                                          {"non-overlapping rate 4", *layout.layers[3].compressor}};
+  for (const auto& [label, c] : compressors) {
+    SCOPED_TRACE(label);
+    const int64_t width = c.width, hd = c.head_dim;
+    const auto inv_freq = make_inv_freq(hd / 4, 10000.0);  // rope on the trailing half of an entry
+    const auto ape = randoms(static_cast<size_t>(c.rate * width)), norm = randoms(static_cast<size_t>(hd));
+    const float eps = 1e-6f;
+    std::vector<std::vector<float>> kv, gate;
+    for (const auto& s : kSeqs) {
+      kv.push_back(randoms(static_cast<size_t>(s.length * width)));
+      gate.push_back(randoms(static_cast<size_t>(s.length * width), 3.0f));  // peaked softmaxes
+    }
+    std::vector<std::vector<double>> want;
+    for (size_t i = 0; i < kSeqs.size(); ++i)
+      want.push_back(ref_compress(c, kv[i], gate[i], ape, norm, eps, inv_freq, kSeqs[i].length));
+
+    Pools pools(layout, kSlots, kBlocks);
+    std::vector<int64_t> done(kSeqs.size(), 0);
+    for (size_t step = 0; step < kSchedule.size(); ++step) {
+      const auto seqs = slices_of(kSchedule[step]);
+      std::vector<float> step_kv, step_gate;
+      for (const auto& [s, start, count] : kSchedule[step]) {
+        ASSERT_EQ(start, done[s]) << "test bug: schedule gap";
+        step_kv.insert(step_kv.end(), kv[s].begin() + start * width, kv[s].begin() + (start + count) * width);
+        step_gate.insert(step_gate.end(), gate[s].begin() + start * width, gate[s].begin() + (start + count) * width);
+        done[s] += count;
+      }
+      const auto T = static_cast<int64_t>(step_kv.size()) / width;
+      const auto slots_before = pools.slots;
+      be->compress(c, {ape.data(), norm.data(), eps}, backend::RopeFreqs{inv_freq, 1.0f}, view_f32(step_kv, {T, width}),
+                   view_f32(step_gate, {T, width}), seqs, pools.storage);
+
+      // Every completed entry so far matches; every other block element is untouched.
+      std::vector<bool> written(pools.blocks.size(), false);
+      for (size_t s = 0; s < kSeqs.size(); ++s) {
+        const int64_t entries = done[s] / c.rate;
+        std::vector<float> got;
+        for (int64_t e = 0; e < entries; ++e) {
+          const int64_t off = entry_offset(kSeqs[s], c, e, layout);
+          got.insert(got.end(), pools.blocks.begin() + off, pools.blocks.begin() + off + hd);
+          std::fill(written.begin() + off, written.begin() + off + hd, true);
+        }
+        const std::vector<double> expect(want[s].begin(), want[s].begin() + entries * hd);
+        EXPECT_CLOSE(got, expect, "entries of sequence " + std::to_string(s) + " after step " + std::to_string(step));
+      }
+      for (size_t i = 0; i < pools.blocks.size(); ++i)
+        if (!written[i]) {
+          ASSERT_TRUE(same_bits(pools.blocks[i], kSentinel)) << "step " << step << " wrote block element " << i
+                                                             << " outside its completed entries";
+        }
+      // Slots: only this compressor's state of the step's sequences may change.
+      std::set<int32_t> stepping;
+      for (const auto& sl : seqs) stepping.insert(sl.slot);
+      for (int64_t slot = 0; slot < kSlots; ++slot)
+        for (int64_t i = 0; i < layout.slot_elems; ++i) {
+          const bool own = stepping.count(static_cast<int32_t>(slot)) && i >= c.slot_offset &&
+                           i < c.slot_offset + c.slot_elems();
+          const size_t at = static_cast<size_t>(slot * layout.slot_elems + i);
+          if (!own) {
+            ASSERT_TRUE(same_bits(pools.slots[at], slots_before[at]))
+                << "step " << step << " wrote slot " << slot << " element " << i << " outside its compressor state";
+          }
+        }
+    }
+  }
+}
+
+// ---------------------------------------------------------------- indexer_select
+
+// The expected selection is a top-k of the visible entries (j < (pos + 1) / rate), checked with the
+// tie policy; see expect_top_k in backend_ops_test.cpp (repeated here in its indexer form).
+void expect_selection(const int32_t* row, int64_t top_k, const std::vector<double>& scores, int64_t held,
+                      backend::TopKTies ties, const std::string& what) {
+  const auto visible = static_cast<int64_t>(scores.size());
+  std::vector<int32_t> got;
+  int64_t i = 0;
+  for (; i < top_k && row[i] >= 0; ++i) got.push_back(row[i]);
+  for (; i < top_k; ++i) ASSERT_EQ(row[i], -1) << what << ": entries after the first -1";
+  ASSERT_TRUE(std::is_sorted(got.begin(), got.end())) << what << ": selection not sorted by entry";
+  ASSERT_EQ(static_cast<int64_t>(got.size()), std::min(top_k, visible)) << what;
+  const std::set<int32_t> chosen(got.begin(), got.end());
+  ASSERT_EQ(chosen.size(), got.size()) << what << ": repeated entry";
+  const double slack = 1e-5;
+  bool near_tie = false;
+  for (int32_t a : got) {
+    ASSERT_TRUE(a >= 0 && a < visible) << what << ": entry " << a << " not visible (" << visible << " are)";
+    for (int32_t b = 0; b < visible; ++b) {
+      if (chosen.count(b)) continue;
+      EXPECT_GE(scores[a], scores[b] - slack) << what << ": chose " << a << " (" << scores[a] << ") over " << b << " ("
+                                              << scores[b] << ")";
+      if (ties == backend::TopKTies::LowerIndex && scores[a] == scores[b]) {
+        EXPECT_LT(a, b) << what << ": exact tie between " << a << " and " << b << " must go to the lower index";
+      }
+      if (scores[a] != scores[b] && std::fabs(scores[a] - scores[b]) <= slack) near_tie = true;
+    }
+  }
+  if (ties == backend::TopKTies::Reference && !near_tie) {
+    // The reference ranks every entry the sequence holds after the step, the hidden ones at -inf.
+    std::vector<float> ranked(static_cast<size_t>(held), -INFINITY);
+    for (int64_t j = 0; j < visible; ++j) ranked[static_cast<size_t>(j)] = static_cast<float>(scores[static_cast<size_t>(j)]);
+    std::set<int32_t> want;
+    for (int32_t j : cpu::torch_top_k_indices(ranked, top_k))
+      if (j < visible) want.insert(j);
+    EXPECT_EQ(chosen, want) << what << ": not the reference (torch.topk) selection";
+  }
+}
+
+TEST_P(BackendOps, IndexerSelectBothTiePolicies) {
+  check_host_backend(*be);
+  const kv::StateLayout layout = test_layout();
+  const CompressorLayout keys = *layout.layers[1].indexer;
+  const int64_t nh = 2, ihd = keys.head_dim, rate = keys.rate;  // 2 heads: relu zeros tie often
+  // (slot, blocks, start, count): a prefill from 0 (its first tokens see nothing), a chunk starting
+  // mid-window, a decode far in, on out-of-order tables.
+  struct Case {
+    int32_t slot;
+    std::vector<int32_t> blocks;
+    int64_t start, count;
+    bool positive_weights;
+  };
+  const std::vector<Case> cases = {{1, {3, 0, 5, 2, 7, 6}, 40, 6, true},
+                                   {0, {8, 1}, 0, 9, false},
+                                   {2, {4, 11, 9, 10, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21}, 105, 1, true}};
+  Pools pools(layout, 3, 22);
+  std::vector<SeqSlice> seqs;
+  int64_t T = 0;
+  for (const auto& c : cases) {
+    seqs.push_back({T, c.count, c.start, c.slot, c.blocks});
+    T += c.count;
+  }
+  // Keys of every entry each sequence holds after the step, written where the layout says.
+  for (const auto& sl : seqs)
+    for (int64_t e = 0; e < (sl.start + sl.count) / rate; ++e) {
+      float* k = pools.storage.entry(sl, keys, e);
+      for (int64_t i = 0; i < ihd; ++i) k[i] = nonzero();
+    }
+  auto q = randoms(static_cast<size_t>(T * nh * ihd));
+  std::vector<float> head_weights(static_cast<size_t>(T * nh));
+  for (size_t s = 0; s < cases.size(); ++s)
+    for (int64_t t = seqs[s].begin; t < seqs[s].begin + seqs[s].count; ++t)
+      for (int64_t h = 0; h < nh; ++h) {
+        const float w = nonzero(2.0f);
+        head_weights[static_cast<size_t>(t * nh + h)] = cases[s].positive_weights ? std::fabs(w) : w;
+      }
+  const float head_weight_scale = 1.0f / std::sqrt(static_cast<float>(nh)), score_scale = 1.0f / std::sqrt(static_cast<float>(ihd));
+  const auto blocks_before = pools.blocks;
+  for (auto ties : {backend::TopKTies::Reference, backend::TopKTies::LowerIndex})
+    for (int64_t top_k : {3, 9, 16, 40}) {
+      const std::string what = std::string(ties == backend::TopKTies::Reference ? "reference" : "lower-index") +
+                               " ties, top_k " + std::to_string(top_k);
+      std::vector<int32_t> selected(static_cast<size_t>(T * top_k), -7);
+      be->indexer_select(keys, view_f32(q, {T, nh, ihd}), view_f32(head_weights, {T, nh}), head_weight_scale, score_scale,
+                         top_k, ties, seqs, pools.storage, view_i32(selected, {T, top_k}));
+      for (const auto& sl : seqs)
+        for (int64_t i = 0; i < sl.count; ++i) {
+          const int64_t t = sl.begin + i, pos = sl.start + i;
+          const int64_t held = (sl.start + sl.count) / rate, visible = std::min((pos + 1) / rate, held);
+          std::vector<double> scores(static_cast<size_t>(visible));
+          for (int64_t j = 0; j < visible; ++j) {
+            const float* k = pools.storage.entry(sl, keys, j);
+            double s = 0;
+            for (int64_t h = 0; h < nh; ++h) {
+              double d = 0;
+              for (int64_t c = 0; c < ihd; ++c) d += static_cast<double>(q[(t * nh + h) * ihd + c]) * k[c];
+              s += std::max(d, 0.0) * score_scale * (static_cast<double>(head_weights[t * nh + h]) * head_weight_scale);
+            }
+            scores[static_cast<size_t>(j)] = s;
+          }
+          expect_selection(selected.data() + t * top_k, top_k, scores, held, ties,
+                           what + ", token at position " + std::to_string(pos));
+        }
+      ASSERT_TRUE(std::equal(pools.blocks.begin(), pools.blocks.end(), blocks_before.begin(), same_bits))
+          << "indexer_select wrote the pools";
+    }
+}
+
+// ---------------------------------------------------------------- store_window
+
+TEST_P(BackendOps, StoreWindowKeepsTheLastWindowRows) {
+  check_host_backend(*be);
+  const kv::StateLayout layout = test_layout();
+  for (size_t layer : {0u, 1u}) {
+    const backend::WindowLayout wl = layout.layers[layer].window;
+    Pools pools(layout, kSlots, 1);
+    // Fewer tokens than the window, more than the window (wrapping twice), a decode.
+    const std::vector<std::tuple<int32_t, int64_t, int64_t>> parts = {{3, 0, 3}, {1, 7, 12}, {0, 4, 1}};
+    std::vector<SeqSlice> seqs;
+    static const std::vector<int32_t> no_blocks = {0, 0, 0, 0};  // cover positions; unused by this op
+    int64_t T = 0;
+    for (const auto& [slot, start, count] : parts) {
+      seqs.push_back({T, count, start, slot, no_blocks});
+      T += count;
+    }
+    auto kv = randoms(static_cast<size_t>(T * wl.head_dim));
+    const auto before = pools.slots;
+    be->store_window(wl, view_f32(kv, {T, wl.head_dim}), seqs, pools.storage);
+    std::vector<float> want = before;
+    for (const auto& sl : seqs)
+      for (int64_t i = std::max<int64_t>(0, sl.count - wl.window); i < sl.count; ++i)
+        std::copy_n(kv.begin() + (sl.begin + i) * wl.head_dim, wl.head_dim,
+                    want.begin() + sl.slot * layout.slot_elems + wl.slot_offset + ((sl.start + i) % wl.window) * wl.head_dim);
+    for (size_t i = 0; i < want.size(); ++i)
+      ASSERT_TRUE(same_bits(pools.slots[i], want[i])) << "layer " << layer << " slot element " << i << ": got "
+                                                      << pools.slots[i] << ", expected " << want[i];
+  }
+}
+
+// ---------------------------------------------------------------- sparse_attention
+
+enum class Entries { None, All, Selected };
+
+// q [T, H, hd] over window rows (ring before the step, then the step's kv) plus entries, with a sink
+// logit per head taking probability mass: the documented semantics, in double.
+std::vector<double> ref_attention(const std::vector<float>& q, const std::vector<float>& kv, const backend::WindowLayout& wl,
+                                  const CompressorLayout* entries, const std::vector<int32_t>* selected, int64_t k_sel,
+                                  const std::vector<float>& sink, float scale, const std::vector<SeqSlice>& seqs,
+                                  const backend::StateStorage& state, int64_t H) {
+  const int64_t hd = wl.head_dim, W = wl.window;
+  std::vector<double> out(q.size(), 0.0);
+  for (const auto& sl : seqs) {
+    const float* ring = state.slot(sl.slot) + wl.slot_offset;
+    for (int64_t i = 0; i < sl.count; ++i) {
+      const int64_t t = sl.begin + i, pos = sl.start + i;
+      std::vector<const float*> keys;
+      for (int64_t p = std::max<int64_t>(0, pos - W + 1); p <= pos; ++p)
+        keys.push_back(p < sl.start ? ring + (p % W) * hd : kv.data() + (sl.begin + p - sl.start) * hd);
+      if (entries && selected) {
+        for (int64_t j = 0; j < k_sel; ++j)
+          if (const int32_t e = (*selected)[static_cast<size_t>(t * k_sel + j)]; e >= 0) keys.push_back(state.entry(sl, *entries, e));
+      } else if (entries) {
+        for (int64_t e = 0; e < (pos + 1) / entries->rate; ++e) keys.push_back(state.entry(sl, *entries, e));
+      }
+      for (int64_t h = 0; h < H; ++h) {
+        const float* qh = q.data() + (t * H + h) * hd;
+        std::vector<double> logits;
+        for (const float* k : keys) {
+          double d = 0;
+          for (int64_t c = 0; c < hd; ++c) d += static_cast<double>(qh[c]) * k[c];
+          logits.push_back(d * scale);
+        }
+        logits.push_back(sink[static_cast<size_t>(h)]);
+        ref_softmax(logits);
+        for (size_t j = 0; j < keys.size(); ++j)
+          for (int64_t c = 0; c < hd; ++c) out[static_cast<size_t>((t * H + h) * hd + c)] += logits[j] * keys[j][c];
+      }
+    }
+  }
+  return out;
+}
+
+TEST_P(BackendOps, SparseAttentionWindowEntriesSinks) {
+  check_host_backend(*be);
+  const kv::StateLayout layout = test_layout();
+  const int64_t hd = kHeadDim;
+  // (slot, blocks, start, count): fresh prefill, chunk whose window reaches into the ring, decode,
+  // chunk longer than the window.
+  const std::vector<std::tuple<int32_t, std::vector<int32_t>, int64_t, int64_t>> parts = {
+      {2, {6, 1}, 0, 4}, {0, {3, 0}, 3, 5}, {3, {9, 2, 7}, 20, 1}, {1, {5, 8, 4}, 9, 7}};
+  for (int64_t H : {3, 37})  // 37: more heads than a backend may group per work item, and not a multiple
+  for (size_t layer : {0u, 1u, 2u}) {
+    const backend::WindowLayout wl = layout.layers[layer].window;
+    const CompressorLayout* comp = layout.layers[layer].compressor ? &*layout.layers[layer].compressor : nullptr;
+    for (Entries mode : {Entries::None, Entries::All, Entries::Selected}) {
+      if ((mode == Entries::None) != (comp == nullptr)) continue;
+      if (mode == Entries::Selected && layer != 1) continue;  // selection is CSA's
+      const std::string what = std::to_string(H) + " heads, layer " + std::to_string(layer) +
+                               (mode == Entries::None ? " window only" : mode == Entries::All ? " all completed entries" : " selected entries");
+      Pools pools(layout, 4, 10);
+      std::vector<SeqSlice> seqs;
+      int64_t T = 0;
+      for (const auto& [slot, blocks, start, count] : parts) {
+        seqs.push_back({T, count, start, slot, blocks});
+        T += count;
+      }
+      // The ring holds the positions before the step that the step's tokens can see; other rows
+      // stay NaN. Entries: every one completed by the end of the step (compress runs first).
+      for (const auto& sl : seqs) {
+        float* ring = pools.storage.slot(sl.slot) + wl.slot_offset;
+        for (int64_t p = std::max<int64_t>(0, sl.start - wl.window + 1); p < sl.start; ++p)
+          for (int64_t c = 0; c < hd; ++c) ring[(p % wl.window) * hd + c] = nonzero();
+        if (comp)
+          for (int64_t e = 0; e < (sl.start + sl.count) / comp->rate; ++e) {
+            float* k = pools.storage.entry(sl, *comp, e);
+            for (int64_t c = 0; c < hd; ++c) k[c] = nonzero();
+          }
+      }
+      auto q = randoms(static_cast<size_t>(T * H * hd), 1.5f), kv = randoms(static_cast<size_t>(T * hd));
+      const auto sink = randoms(static_cast<size_t>(H), 2.0f);
+      const int64_t k_sel = 3;
+      std::vector<int32_t> selected(static_cast<size_t>(T * k_sel), -1);
+      for (const auto& sl : seqs)
+        for (int64_t i = 0; i < sl.count; ++i) {  // up to 3 distinct visible entries, any order
+          const int64_t visible = (sl.start + i + 1) / comp_rate_or(comp, 1);
+          std::vector<int32_t> all(static_cast<size_t>(visible));
+          std::iota(all.begin(), all.end(), 0);
+          std::shuffle(all.begin(), all.end(), rng);
+          for (int64_t j = 0; j < std::min<int64_t>(k_sel, visible); ++j)
+            selected[static_cast<size_t>((sl.begin + i) * k_sel + j)] = all[static_cast<size_t>(j)];
+        }
+      const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+      std::vector<float> out(static_cast<size_t>(T * H * hd), NAN);
+      const auto slots_before = pools.slots, blocks_before = pools.blocks;
+      const TensorView sel_view = mode == Entries::Selected ? view_i32(selected, {T, k_sel}) : TensorView{};
+      be->sparse_attention(view_f32(q, {T, H, hd}), view_f32(kv, {T, hd}), wl, comp, sel_view, sink.data(), scale, seqs,
+                           pools.storage, view_f32(out, {T, H, hd}));
+      const auto want = ref_attention(q, kv, wl, comp, mode == Entries::Selected ? &selected : nullptr, k_sel, sink, scale,
+                                      seqs, pools.storage, H);
+      EXPECT_CLOSE(out, want, what);
+      EXPECT_TRUE(std::equal(pools.slots.begin(), pools.slots.end(), slots_before.begin(), same_bits)) << what << ": wrote slots";
+      EXPECT_TRUE(std::equal(pools.blocks.begin(), pools.blocks.end(), blocks_before.begin(), same_bits)) << what << ": wrote blocks";
+    }
+  }
+}
+
+// ---------------------------------------------------------------- batch invariance
+
+// Under batch_invariant a sequence's results must not depend on the other sequences of its step:
+// each sequence run alone reproduces, bit for bit, its rows of the batched call.
+class BackendOpsStateInvariant : public BackendOps {};
+
+TEST_P(BackendOpsStateInvariant, SequencesAloneMatchTheBatchBitForBit) {
+  check_host_backend(*be);
+  const kv::StateLayout layout = test_layout();
+  const backend::WindowLayout wl = layout.layers[1].window;
+  const CompressorLayout comp = *layout.layers[1].compressor, keys = *layout.layers[1].indexer;
+  const int64_t H = 3, hd = kHeadDim, nh = 2, ihd = keys.head_dim, top_k = 4;
+  const std::vector<std::tuple<int32_t, std::vector<int32_t>, int64_t, int64_t>> parts = {
+      {2, {6, 1}, 0, 4}, {0, {3, 0}, 3, 5}, {3, {9, 2, 7}, 20, 1}, {1, {5, 8, 4}, 9, 7}};
+  Pools pools(layout, 4, 10);
+  std::vector<SeqSlice> seqs;
+  int64_t T = 0;
+  for (const auto& [slot, blocks, start, count] : parts) {
+    seqs.push_back({T, count, start, slot, blocks});
+    T += count;
+  }
+  for (const auto& sl : seqs) {
+    float* ring = pools.storage.slot(sl.slot) + wl.slot_offset;
+    for (int64_t p = std::max<int64_t>(0, sl.start - wl.window + 1); p < sl.start; ++p)
+      for (int64_t c = 0; c < hd; ++c) ring[(p % wl.window) * hd + c] = nonzero();
+    for (int64_t e = 0; e < (sl.start + sl.count) / comp.rate; ++e) {
+      for (int64_t c = 0; c < hd; ++c) pools.storage.entry(sl, comp, e)[c] = nonzero();
+      for (int64_t c = 0; c < ihd; ++c) pools.storage.entry(sl, keys, e)[c] = nonzero();
+    }
+  }
+  auto q = randoms(static_cast<size_t>(T * H * hd)), kv = randoms(static_cast<size_t>(T * hd)),
+       iq = randoms(static_cast<size_t>(T * nh * ihd)), hw = randoms(static_cast<size_t>(T * nh));
+  const auto sink = randoms(static_cast<size_t>(H));
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  std::vector<int32_t> selected(static_cast<size_t>(T * top_k));
+  std::vector<float> out(static_cast<size_t>(T * H * hd));
+  be->indexer_select(keys, view_f32(iq, {T, nh, ihd}), view_f32(hw, {T, nh}), 0.7f, 0.25f, top_k,
+                     backend::TopKTies::LowerIndex, seqs, pools.storage, view_i32(selected, {T, top_k}));
+  be->sparse_attention(view_f32(q, {T, H, hd}), view_f32(kv, {T, hd}), wl, &comp, view_i32(selected, {T, top_k}),
+                       sink.data(), scale, seqs, pools.storage, view_f32(out, {T, H, hd}));
+  for (const auto& sl : seqs) {
+    const int64_t n = sl.count, b = sl.begin;
+    const std::vector<SeqSlice> alone = {{0, n, sl.start, sl.slot, sl.blocks}};
+    std::vector<float> q1(q.begin() + b * H * hd, q.begin() + (b + n) * H * hd), kv1(kv.begin() + b * hd, kv.begin() + (b + n) * hd),
+        iq1(iq.begin() + b * nh * ihd, iq.begin() + (b + n) * nh * ihd), hw1(hw.begin() + b * nh, hw.begin() + (b + n) * nh),
+        out1(static_cast<size_t>(n * H * hd));
+    std::vector<int32_t> sel1(static_cast<size_t>(n * top_k));
+    be->indexer_select(keys, view_f32(iq1, {n, nh, ihd}), view_f32(hw1, {n, nh}), 0.7f, 0.25f, top_k,
+                       backend::TopKTies::LowerIndex, alone, pools.storage, view_i32(sel1, {n, top_k}));
+    EXPECT_TRUE(std::equal(sel1.begin(), sel1.end(), selected.begin() + b * top_k))
+        << "indexer_select: sequence at slot " << sl.slot << " alone differs from the batch";
+    be->sparse_attention(view_f32(q1, {n, H, hd}), view_f32(kv1, {n, hd}), wl, &comp, view_i32(sel1, {n, top_k}),
+                         sink.data(), scale, alone, pools.storage, view_f32(out1, {n, H, hd}));
+    EXPECT_TRUE(std::equal(out1.begin(), out1.end(), out.begin() + b * H * hd, same_bits))
+        << "sparse_attention: sequence at slot " << sl.slot << " alone differs from the batch";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(AllBackends, BackendOpsStateInvariant, testing::ValuesIn(invariant_backend_cases()), case_name);
+
+}  // namespace
+}  // namespace deepinfer::backend_ops_test

@@ -1,0 +1,558 @@
+// test_backend_ops, stateless ops: every registered backend's dense, mHC and MoE ops against
+// straightforward double-precision loops on fresh random inputs (the state ops are in
+// backend_ops_state_test.cpp). Semantics: backend/backend.h and MODELS.md.
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <numeric>
+#include <set>
+
+#include "backend/cpu/ops.h"  // torch_top_k_indices: the documented TopKTies::Reference selection
+#include "backend_ops_util.h"
+
+namespace deepinfer::backend_ops_test {
+namespace {
+
+using backend::MhcParams;
+using backend::MhcWeights;
+
+// ---------------------------------------------------------------- dense
+
+struct LinearCase {
+  DType dtype;
+  Scales scales;
+  int64_t block;
+  const char* label;
+};
+
+TEST_P(BackendOps, LinearEveryWeightFormat) {
+  const LinearCase cases[] = {
+      {DType::F32, Scales::None, 0, "F32"},
+      {DType::BF16, Scales::None, 0, "BF16"},
+      {DType::F16, Scales::None, 0, "F16"},
+      {DType::F8_E4M3, Scales::F32Blocks, 128, "FP8 with F32 128x128 scales"},
+      {DType::F8_E4M3, Scales::E8M0Blocks, 128, "FP8 with E8M0 128x128 scales"},
+      {DType::F8_E4M3, Scales::E8M0Blocks, 32, "FP8 with E8M0 32x32 scales"},
+      {DType::F4_E2M1, Scales::E8M0Blocks, 32, "FP4 with E8M0 per 32"},
+  };
+  const int64_t rows = 200, cols = 160;  // neither a multiple of 128: partial scale blocks
+  for (const auto& lc : cases) {
+    const StoredWeight& w = keep(make_weight(rng, lc.dtype, rows, cols, lc.scales, lc.block));
+    for (int64_t T : {1, 2, 3, 70}) {  // GEMV-sized and GEMM-sized calls
+      auto x = randoms(static_cast<size_t>(T * cols));
+      std::vector<float> y(static_cast<size_t>(T * rows), NAN);
+      be->linear(w.w, view_f32(x, {T, cols}), view_f32(y, {T, rows}));
+      EXPECT_CLOSE(y, ref_linear(w, x, T), std::string(lc.label) + " T=" + std::to_string(T));
+    }
+  }
+}
+
+TEST_P(BackendOps, GroupedLinearIsBlockDiagonal) {
+  const int64_t G = 4, R = 32, C = 48, T = 5;
+  for (DType dtype : {DType::BF16, DType::F8_E4M3}) {
+    const StoredWeight& w = keep(make_weight(rng, dtype, G * R, C, dtype == DType::F8_E4M3 ? Scales::E8M0Blocks : Scales::None,
+                                       32));
+    auto x = randoms(static_cast<size_t>(T * G * C));
+    std::vector<float> y(static_cast<size_t>(T * G * R), NAN);
+    be->grouped_linear(w.w, G, view_f32(x, {T, G * C}), view_f32(y, {T, G * R}));
+    std::vector<double> want(y.size());
+    for (int64_t t = 0; t < T; ++t)
+      for (int64_t g = 0; g < G; ++g)
+        for (int64_t r = 0; r < R; ++r) {
+          double s = 0;
+          for (int64_t c = 0; c < C; ++c) s += w.at(g * R + r, c) * x[static_cast<size_t>(t * G * C + g * C + c)];
+          want[static_cast<size_t>(t * G * R + g * R + r)] = s;
+        }
+    EXPECT_CLOSE(y, want, std::string("grouped_linear ") + std::string(dtype_name(dtype)));
+  }
+}
+
+TEST_P(BackendOps, EmbedCopiesWidenedRows) {
+  const int64_t V = 37, D = 24;
+  for (DType dtype : {DType::F32, DType::BF16, DType::F8_E4M3}) {
+    const StoredWeight& table = keep(make_weight(rng, dtype, V, D, dtype == DType::F8_E4M3 ? Scales::E8M0Blocks : Scales::None, 32));
+    for (int64_t copies : {1, 4}) {
+      std::vector<int32_t> ids = {5, 0, 36, 5, 17, 2};
+      const auto T = static_cast<int64_t>(ids.size());
+      std::vector<float> out(static_cast<size_t>(T * copies * D), NAN);
+      be->embed(table.w, ids, view_f32(out, {T, copies, D}));
+      std::vector<double> want(out.size());
+      for (int64_t t = 0; t < T; ++t)
+        for (int64_t i = 0; i < copies; ++i)
+          for (int64_t d = 0; d < D; ++d) want[static_cast<size_t>((t * copies + i) * D + d)] = table.at(ids[t], d);
+      EXPECT_CLOSE(out, want, std::string("embed ") + std::string(dtype_name(dtype)) + " copies " + std::to_string(copies));
+    }
+  }
+}
+
+std::vector<double> ref_rms_norm(const std::vector<float>& x, int64_t n, const float* weight, double eps) {
+  std::vector<double> out(x.size());
+  for (size_t r = 0; r < x.size() / static_cast<size_t>(n); ++r) {
+    double ss = 0;
+    for (int64_t i = 0; i < n; ++i) ss += static_cast<double>(x[r * n + i]) * x[r * n + i];
+    const double inv = 1.0 / std::sqrt(ss / static_cast<double>(n) + eps);
+    for (int64_t i = 0; i < n; ++i) out[r * n + i] = x[r * n + i] * inv * (weight ? weight[i] : 1.0);
+  }
+  return out;
+}
+
+TEST_P(BackendOps, RmsNormWeightedUnweightedInPlace) {
+  const int64_t T = 7, H = 3, n = 40;
+  const float eps = 1e-6f;
+  auto weight = randoms(static_cast<size_t>(n));
+  for (float scale : {0.01f, 1.0f, 30.0f}) {  // eps matters at the small scale
+    auto x = randoms(static_cast<size_t>(T * H * n), scale);
+    std::vector<float> out(x.size(), NAN);
+    be->rms_norm(view_f32(x, {T, H, n}), weight.data(), eps, view_f32(out, {T, H, n}));
+    EXPECT_CLOSE(out, ref_rms_norm(x, n, weight.data(), eps), "weighted, scale " + std::to_string(scale));
+    std::fill(out.begin(), out.end(), NAN);
+    be->rms_norm(view_f32(x, {T * H, n}), nullptr, eps, view_f32(out, {T * H, n}));
+    EXPECT_CLOSE(out, ref_rms_norm(x, n, nullptr, eps), "unweighted, scale " + std::to_string(scale));
+    const auto want = ref_rms_norm(x, n, weight.data(), 0.5);
+    be->rms_norm(view_f32(x, {T, H * n / 2, 2}), nullptr, 0.5f, view_f32(out, {T, H * n / 2, 2}));
+    EXPECT_CLOSE(out, ref_rms_norm(x, 2, nullptr, 0.5), "last dimension only");
+    be->rms_norm(view_f32(x, {T, H, n}), weight.data(), 0.5f, view_f32(x, {T, H, n}));  // out aliases x
+    EXPECT_CLOSE(x, want, "in place, scale " + std::to_string(scale));
+  }
+}
+
+TEST_P(BackendOps, RopeForwardAndInverse) {
+  const int64_t T = 6, heads = 3, hd = 24, half = 8;  // channels [0, 8) carry no rope
+  const auto inv_freq = make_inv_freq(half, 10000.0);
+  for (float factor : {1.0f, 0.75f}) {
+    for (bool inverse : {false, true}) {
+      auto x = randoms(static_cast<size_t>(T * heads * hd));
+      std::vector<int64_t> positions(static_cast<size_t>(T));
+      for (auto& p : positions) p = uniform_int(0, 5000);
+      positions[0] = 0;
+      std::vector<double> want(x.begin(), x.end());
+      for (int64_t t = 0; t < T; ++t)
+        for (int64_t h = 0; h < heads; ++h)
+          ref_rope(want.data() + (t * heads + h) * hd, hd, inv_freq, factor, positions[t], inverse);
+      be->rope(view_f32(x, {T, heads, hd}), positions, backend::RopeFreqs{inv_freq, factor}, inverse);
+      EXPECT_CLOSE(x, want, std::string(inverse ? "inverse" : "forward") + " rope, attention factor " +
+                                std::to_string(factor));
+    }
+  }
+  // Forward then inverse at factor 1 is the identity.
+  auto x = randoms(static_cast<size_t>(T * heads * hd));
+  const std::vector<double> original(x.begin(), x.end());
+  std::vector<int64_t> positions = {0, 1, 17, 300, 4095, 77};
+  be->rope(view_f32(x, {T, heads, hd}), positions, backend::RopeFreqs{inv_freq, 1.0f}, false);
+  be->rope(view_f32(x, {T, heads, hd}), positions, backend::RopeFreqs{inv_freq, 1.0f}, true);
+  EXPECT_CLOSE(x, original, "rope then inverse rope");
+}
+
+// ---------------------------------------------------------------- mHC
+
+struct MhcData {
+  std::vector<float> fn, base, scale;
+  MhcWeights weights() const { return {fn.data(), base.data(), scale.data()}; }
+};
+
+// The mixer's logits for each token: rms(flat residual) fn^T (unweighted RMSNorm over n*D).
+std::vector<double> ref_mix(const std::vector<float>& residual, const std::vector<float>& fn, int64_t T, int64_t nD,
+                            int64_t rows, double norm_eps) {
+  std::vector<double> mix(static_cast<size_t>(T * rows));
+  const auto flat = ref_rms_norm(residual, nD, nullptr, norm_eps);
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t r = 0; r < rows; ++r) {
+      double s = 0;
+      for (int64_t c = 0; c < nD; ++c) s += flat[static_cast<size_t>(t * nD + c)] * fn[static_cast<size_t>(r * nD + c)];
+      mix[static_cast<size_t>(t * rows + r)] = s;
+    }
+  return mix;
+}
+
+// MODELS.md: pre = sigmoid(mix0*scale0 + base0) + eps; post = 2 sigmoid(mix1*scale1 + base1);
+// comb = softmax_row(mix2*scale2 + base2) + eps, column-normalise, then (iters - 1) rounds of row-
+// then column-normalisation, each divide adding eps. input = sum_i pre_i x_i.
+void ref_mhc_pre(const MhcData& w, const MhcParams& p, const std::vector<float>& residual, int64_t T, int64_t D,
+                 std::vector<double>& input, std::vector<double>& post, std::vector<double>& comb) {
+  const int64_t n = p.hc_mult, rows = (2 + n) * n;
+  const double eps = p.hc_eps;
+  const auto mix = ref_mix(residual, w.fn, T, n * D, rows, p.norm_eps);
+  input.assign(static_cast<size_t>(T * D), 0.0);
+  post.assign(static_cast<size_t>(T * n), 0.0);
+  comb.assign(static_cast<size_t>(T * n * n), 0.0);
+  for (int64_t t = 0; t < T; ++t) {
+    const double* m = mix.data() + t * rows;
+    std::vector<double> pre(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) {
+      pre[static_cast<size_t>(i)] = ref_sigmoid(m[i] * w.scale[0] + w.base[i]) + eps;
+      post[static_cast<size_t>(t * n + i)] = 2.0 * ref_sigmoid(m[n + i] * w.scale[1] + w.base[n + i]);
+    }
+    std::vector<std::vector<double>> c(static_cast<size_t>(n), std::vector<double>(static_cast<size_t>(n)));
+    for (int64_t j = 0; j < n; ++j) {
+      for (int64_t k = 0; k < n; ++k) c[j][k] = m[2 * n + j * n + k] * w.scale[2] + w.base[2 * n + j * n + k];
+      ref_softmax(c[j]);
+      for (auto& v : c[j]) v += eps;
+    }
+    auto columns = [&] {
+      for (int64_t k = 0; k < n; ++k) {
+        double s = 0;
+        for (int64_t j = 0; j < n; ++j) s += c[j][k];
+        for (int64_t j = 0; j < n; ++j) c[j][k] /= s + eps;
+      }
+    };
+    auto rows_ = [&] {
+      for (int64_t j = 0; j < n; ++j) {
+        double s = 0;
+        for (int64_t k = 0; k < n; ++k) s += c[j][k];
+        for (int64_t k = 0; k < n; ++k) c[j][k] /= s + eps;
+      }
+    };
+    columns();
+    for (int64_t it = 1; it < p.sinkhorn_iters; ++it) {
+      rows_();
+      columns();
+    }
+    for (int64_t j = 0; j < n; ++j)
+      for (int64_t k = 0; k < n; ++k) comb[static_cast<size_t>(t * n * n + j * n + k)] = c[j][k];
+    for (int64_t d = 0; d < D; ++d) {
+      double s = 0;
+      for (int64_t i = 0; i < n; ++i) s += pre[static_cast<size_t>(i)] * residual[static_cast<size_t>((t * n + i) * D + d)];
+      input[static_cast<size_t>(t * D + d)] = s;
+    }
+  }
+}
+
+MhcData random_mhc(int64_t rows, int64_t cols, int64_t scales, std::mt19937_64& rng) {
+  MhcData w;
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  w.fn.resize(static_cast<size_t>(rows * cols));
+  for (auto& v : w.fn) v = u(rng) * 3.0f / std::sqrt(static_cast<float>(cols)) + 1e-3f;  // mixes of O(1)
+  w.base.resize(static_cast<size_t>(rows));
+  for (auto& v : w.base) v = u(rng) + 1e-3f;
+  w.scale.resize(static_cast<size_t>(scales));
+  for (auto& v : w.scale) v = 1.0f + std::fabs(u(rng));  // sharp enough that Sinkhorn rounds matter
+  return w;
+}
+
+TEST_P(BackendOps, MhcPreAllHcMultsAndSinkhornRounds) {
+  const int64_t T = 5, D = 16;
+  // hc_mult 20 is above any fixed 16-entry array; 1 to 3 Sinkhorn rounds are far from converged,
+  // so a skipped or extra round shows.
+  for (int64_t n : {4, 20, 2}) {
+    for (int64_t iters : {1, 2, 3, 20}) {
+      MhcParams p;
+      p.hc_mult = n;
+      p.sinkhorn_iters = iters;
+      p.hc_eps = 1e-3f;  // large enough that every eps term shows
+      p.norm_eps = 1e-5f;
+      const int64_t rows = (2 + n) * n;
+      const MhcData& w = keep(random_mhc(rows, n * D, 3, rng));
+      auto residual = randoms(static_cast<size_t>(T * n * D));
+      std::vector<float> input(static_cast<size_t>(T * D), NAN), post(static_cast<size_t>(T * n), NAN),
+          comb(static_cast<size_t>(T * n * n), NAN);
+      be->mhc_pre(w.weights(), p, view_f32(residual, {T, n, D}), view_f32(input, {T, D}), view_f32(post, {T, n}),
+                  view_f32(comb, {T, n, n}));
+      std::vector<double> want_input, want_post, want_comb;
+      ref_mhc_pre(w, p, residual, T, D, want_input, want_post, want_comb);
+      const std::string what = "hc_mult " + std::to_string(n) + " sinkhorn " + std::to_string(iters);
+      EXPECT_CLOSE(input, want_input, "mhc_pre input, " + what);
+      EXPECT_CLOSE(post, want_post, "mhc_pre post, " + what);
+      EXPECT_CLOSE(comb, want_comb, "mhc_pre comb, " + what);
+    }
+  }
+}
+
+TEST_P(BackendOps, MhcPostMixesCopiesTransposed) {
+  const int64_t T = 4, D = 12;
+  for (int64_t n : {4, 20}) {
+    auto residual = randoms(static_cast<size_t>(T * n * D)), out = randoms(static_cast<size_t>(T * D)),
+         post = randoms(static_cast<size_t>(T * n)), comb = randoms(static_cast<size_t>(T * n * n));
+    std::vector<double> want(residual.size());
+    for (int64_t t = 0; t < T; ++t)
+      for (int64_t k = 0; k < n; ++k)
+        for (int64_t d = 0; d < D; ++d) {
+          double s = static_cast<double>(post[t * n + k]) * out[t * D + d];
+          for (int64_t j = 0; j < n; ++j) s += static_cast<double>(comb[(t * n + j) * n + k]) * residual[(t * n + j) * D + d];
+          want[static_cast<size_t>((t * n + k) * D + d)] = s;
+        }
+    be->mhc_post(view_f32(residual, {T, n, D}), view_f32(out, {T, D}), view_f32(post, {T, n}), view_f32(comb, {T, n, n}));
+    EXPECT_CLOSE(residual, want, "mhc_post hc_mult " + std::to_string(n));
+  }
+}
+
+TEST_P(BackendOps, MhcHeadCollapsesCopies) {
+  const int64_t T = 3, D = 20;
+  for (int64_t n : {4, 20}) {
+    MhcParams p;
+    p.hc_mult = n;
+    p.hc_eps = 1e-3f;
+    p.norm_eps = 1e-5f;
+    const MhcData& w = keep(random_mhc(n, n * D, 1, rng));
+    auto residual = randoms(static_cast<size_t>(T * n * D));
+    std::vector<float> hidden(static_cast<size_t>(T * D), NAN);
+    be->mhc_head(w.weights(), p, view_f32(residual, {T, n, D}), view_f32(hidden, {T, D}));
+    const auto mix = ref_mix(residual, w.fn, T, n * D, n, p.norm_eps);
+    std::vector<double> want(hidden.size(), 0.0);
+    for (int64_t t = 0; t < T; ++t)
+      for (int64_t i = 0; i < n; ++i) {
+        const double pre = ref_sigmoid(mix[static_cast<size_t>(t * n + i)] * w.scale[0] + w.base[i]) + p.hc_eps;
+        for (int64_t d = 0; d < D; ++d) want[static_cast<size_t>(t * D + d)] += pre * residual[(t * n + i) * D + d];
+      }
+    EXPECT_CLOSE(hidden, want, "mhc_head hc_mult " + std::to_string(n));
+  }
+}
+
+// ---------------------------------------------------------------- MoE routing
+
+double ref_score(backend::ScoringFunc f, double x) {
+  switch (f) {
+    case backend::ScoringFunc::SqrtSoftplus: return std::sqrt(x > 20 ? x : std::log1p(std::exp(x)));  // torch softplus
+    case backend::ScoringFunc::Sigmoid: return ref_sigmoid(x);
+    case backend::ScoringFunc::Softmax: return x;  // row-wise, below
+  }
+  return NAN;
+}
+
+// Checks that `got` (indices) is a correct top-k of `scores` (double): the right count, distinct,
+// every chosen score >= every unchosen one up to `slack`, and exact ties decided by the policy:
+// LowerIndex = the lower index wins; Reference = the indices torch_top_k_indices picks on the float
+// scores (`reference_pick`), unless a near-tie (within slack, not exact) explains a difference.
+void expect_top_k(const std::vector<int32_t>& got, const std::vector<double>& scores, int64_t k, backend::TopKTies ties,
+                  const std::vector<int32_t>& reference_pick, double slack, const std::string& what) {
+  const auto n = static_cast<int64_t>(scores.size());
+  ASSERT_EQ(static_cast<int64_t>(got.size()), std::min(k, n)) << what;
+  const std::set<int32_t> chosen(got.begin(), got.end());
+  ASSERT_EQ(chosen.size(), got.size()) << what << ": repeated index";
+  for (int32_t g : got) ASSERT_TRUE(g >= 0 && g < n) << what << ": index " << g;
+  bool near_tie = false;
+  for (int32_t a : chosen)
+    for (int32_t b = 0; b < n; ++b) {
+      if (chosen.count(b)) continue;
+      EXPECT_GE(scores[a], scores[b] - slack) << what << ": chose " << a << " (" << scores[a] << ") over " << b << " ("
+                                              << scores[b] << ")";
+      if (scores[a] == scores[b] && ties == backend::TopKTies::LowerIndex) {
+        EXPECT_LT(a, b) << what << ": exact tie between " << a << " and " << b << " must go to the lower index";
+      }
+      if (scores[a] != scores[b] && std::fabs(scores[a] - scores[b]) <= slack) near_tie = true;
+    }
+  if (ties == backend::TopKTies::Reference && !near_tie) {
+    EXPECT_EQ(chosen, std::set<int32_t>(reference_pick.begin(), reference_pick.end()))
+        << what << ": not the reference (torch.topk) selection";
+  }
+}
+
+struct RouteCase {
+  backend::ScoringFunc scoring;
+  bool bias, hash, norm_topk_prob;
+};
+
+TEST_P(BackendOps, MoeRouteScoringBiasHashNorm) {
+  const int64_t T = 9, E = 16, K = 4, vocab = 50;
+  const float scaling = 2.5f;
+  std::vector<RouteCase> cases;
+  for (auto f : {backend::ScoringFunc::SqrtSoftplus, backend::ScoringFunc::Sigmoid, backend::ScoringFunc::Softmax})
+    for (bool bias : {false, true})
+      for (bool hash : {false, true})
+        for (bool norm : {true, false}) cases.push_back({f, bias, hash, norm});
+  for (const auto& rc : cases)
+    for (auto ties : {backend::TopKTies::Reference, backend::TopKTies::LowerIndex}) {
+      const std::string what = "scoring " + std::to_string(static_cast<int>(rc.scoring)) + (rc.bias ? " bias" : "") +
+                               (rc.hash ? " hash" : "") + (rc.norm_topk_prob ? " norm_topk_prob" : " unnormalised") +
+                               (ties == backend::TopKTies::Reference ? " reference ties" : " lower-index ties");
+      auto logits = randoms(static_cast<size_t>(T * E), 3.0f);
+      logits[3] = 25.0f;  // softplus above its threshold of 20
+      auto bias = randoms(static_cast<size_t>(E), 0.5f);
+      std::vector<int32_t> tid2eid(static_cast<size_t>(vocab * K));
+      for (int64_t v = 0; v < vocab; ++v) {  // K distinct experts per token id
+        std::vector<int32_t> perm(static_cast<size_t>(E));
+        std::iota(perm.begin(), perm.end(), 0);
+        std::shuffle(perm.begin(), perm.end(), rng);
+        std::copy_n(perm.begin(), K, tid2eid.begin() + v * K);
+      }
+      std::vector<int32_t> ids(static_cast<size_t>(T));
+      for (auto& id : ids) id = static_cast<int32_t>(uniform_int(0, vocab - 1));
+      backend::RoutingParams p;
+      p.scoring = rc.scoring;
+      p.top_k = K;
+      p.routed_scaling_factor = scaling;
+      p.norm_topk_prob = rc.norm_topk_prob;
+      p.bias = rc.bias ? bias.data() : nullptr;
+      p.tid2eid = rc.hash ? tid2eid.data() : nullptr;
+      p.tid2eid_rows = rc.hash ? vocab : 0;
+      p.ties = ties;
+      const auto logits_in = logits;  // the op may reuse its logits as scratch
+      std::vector<int32_t> experts(static_cast<size_t>(T * K), -7);
+      std::vector<float> weights(static_cast<size_t>(T * K), NAN);
+      be->moe_route(p, view_f32(logits, {T, E}), ids, view_i32(experts, {T, K}), view_f32(weights, {T, K}));
+      for (int64_t t = 0; t < T; ++t) {
+        std::vector<double> score(static_cast<size_t>(E)), biased(static_cast<size_t>(E));
+        for (int64_t e = 0; e < E; ++e) score[e] = ref_score(rc.scoring, logits_in[t * E + e]);
+        if (rc.scoring == backend::ScoringFunc::Softmax) ref_softmax(score);
+        for (int64_t e = 0; e < E; ++e) biased[e] = score[e] + (rc.bias ? bias[e] : 0.0);
+        const std::vector<int32_t> got(experts.begin() + t * K, experts.begin() + (t + 1) * K);
+        std::vector<int32_t> want_experts;
+        if (rc.hash) {
+          want_experts.assign(tid2eid.begin() + ids[t] * K, tid2eid.begin() + (ids[t] + 1) * K);
+          EXPECT_EQ(std::set<int32_t>(got.begin(), got.end()), std::set<int32_t>(want_experts.begin(), want_experts.end()))
+              << what << " token " << t << ": hash routing must take tid2eid[" << ids[t] << "]";
+        } else {
+          std::vector<float> biased_f(biased.begin(), biased.end());
+          expect_top_k(got, biased, K, ties, cpu::torch_top_k_indices(biased_f, K), 1e-6, what + " token " + std::to_string(t));
+          want_experts = got;
+        }
+        // Weights: unbiased scores of the chosen experts, renormalised when asked, times the scaling.
+        double sum = 0;
+        for (int32_t e : want_experts) sum += score[e];
+        std::map<int32_t, double> want_weight;
+        for (int32_t e : want_experts)
+          want_weight[e] = score[e] * (rc.norm_topk_prob ? scaling / (sum + 1e-20) : scaling);
+        std::vector<float> got_w;
+        std::vector<double> want_w;
+        for (int64_t k = 0; k < K; ++k) {
+          const int32_t e = experts[t * K + k];
+          got_w.push_back(weights[t * K + k]);
+          want_w.push_back(want_weight.count(e) ? want_weight[e] : NAN);
+        }
+        EXPECT_CLOSE(got_w, want_w, what + " weights of token " + std::to_string(t));
+      }
+    }
+}
+
+// Exact ties (equal logits, no bias): LowerIndex must keep the lower expert ids; Reference must keep
+// what torch.topk keeps.
+TEST_P(BackendOps, MoeRouteExactTies) {
+  const int64_t T = 6, E = 64, K = 6;
+  for (auto ties : {backend::TopKTies::Reference, backend::TopKTies::LowerIndex}) {
+    std::vector<float> logits(static_cast<size_t>(T * E));
+    for (auto& v : logits) v = static_cast<float>(uniform_int(1, 4)) * 0.5f;  // four distinct values, many ties
+    const auto logits_in = logits;
+    backend::RoutingParams p;
+    p.scoring = backend::ScoringFunc::Sigmoid;
+    p.top_k = K;
+    p.ties = ties;
+    std::vector<int32_t> ids(static_cast<size_t>(T), 0), experts(static_cast<size_t>(T * K), -7);
+    std::vector<float> weights(static_cast<size_t>(T * K), NAN);
+    be->moe_route(p, view_f32(logits, {T, E}), ids, view_i32(experts, {T, K}), view_f32(weights, {T, K}));
+    for (int64_t t = 0; t < T; ++t) {
+      std::vector<double> score(static_cast<size_t>(E));
+      std::vector<float> score_f(static_cast<size_t>(E));
+      for (int64_t e = 0; e < E; ++e) {
+        score[e] = ref_sigmoid(logits_in[t * E + e]);
+        score_f[e] = static_cast<float>(score[e]);
+      }
+      const std::vector<int32_t> got(experts.begin() + t * K, experts.begin() + (t + 1) * K);
+      expect_top_k(got, score, K, ties, cpu::torch_top_k_indices(score_f, K), 0.0,
+                   std::string(ties == backend::TopKTies::Reference ? "reference" : "lower-index") + " ties, token " +
+                       std::to_string(t));
+    }
+  }
+}
+
+// ---------------------------------------------------------------- MoE experts
+
+struct ExpertWeights {
+  StoredWeight w1, w2, w3;
+  backend::SwigluExpert view() const { return {&w1.w, &w2.w, &w3.w}; }
+};
+
+ExpertWeights make_expert(std::mt19937_64& rng, DType dtype, int64_t I, int64_t D) {
+  const Scales s = dtype == DType::BF16 ? Scales::None : Scales::E8M0Blocks;
+  return {make_weight(rng, dtype, I, D, s, 32), make_weight(rng, dtype, D, I, s, 32), make_weight(rng, dtype, I, D, s, 32)};
+}
+
+// w2 (silu(min(w1 x, limit)) * clamp(w3 x, -limit, limit)) in double.
+std::vector<double> ref_swiglu(const ExpertWeights& e, const float* x, int64_t D, double limit) {
+  const int64_t I = e.w1.w.rows;
+  std::vector<double> h(static_cast<size_t>(I)), out(static_cast<size_t>(D), 0.0);
+  for (int64_t i = 0; i < I; ++i) {
+    double g = 0, u = 0;
+    for (int64_t d = 0; d < D; ++d) {
+      g += e.w1.at(i, d) * x[d];
+      u += e.w3.at(i, d) * x[d];
+    }
+    g = std::min(g, limit);
+    u = std::clamp(u, -limit, limit);
+    h[static_cast<size_t>(i)] = g * ref_sigmoid(g) * u;
+  }
+  for (int64_t d = 0; d < D; ++d)
+    for (int64_t i = 0; i < I; ++i) out[static_cast<size_t>(d)] += e.w2.at(d, i) * h[static_cast<size_t>(i)];
+  return out;
+}
+
+TEST_P(BackendOps, MoeExpertsSwigluWithClampsAndSharedExpert) {
+  const int64_t T = 11, D = 64, I = 32, E = 6, K = 2;
+  // As released: routed experts FP4, the shared expert FP8; and all BF16.
+  for (auto [routed_dtype, shared_dtype] : {std::pair{DType::F4_E2M1, DType::F8_E4M3}, std::pair{DType::BF16, DType::BF16}}) {
+    auto& experts = keep(std::vector<ExpertWeights>{});
+    for (int64_t e = 0; e < E; ++e) experts.push_back(make_expert(rng, routed_dtype, I, D));
+    const ExpertWeights& shared = keep(make_expert(rng, shared_dtype, I, D));
+    std::vector<backend::SwigluExpert> views;
+    for (const auto& e : experts) views.push_back(e.view());
+    for (float limit : {0.05f, 10.0f}) {  // clamps active / inactive
+      backend::MoeWeights mw{views, shared.view(), limit};
+      auto x = randoms(static_cast<size_t>(T * D));
+      std::vector<int32_t> chosen(static_cast<size_t>(T * K));
+      for (int64_t t = 0; t < T; ++t) {  // K distinct experts per token; expert 5 never used
+        chosen[t * K] = static_cast<int32_t>(uniform_int(0, E - 2));
+        do chosen[t * K + 1] = static_cast<int32_t>(uniform_int(0, E - 2)); while (chosen[t * K + 1] == chosen[t * K]);
+      }
+      auto weights = randoms(static_cast<size_t>(T * K));
+      std::vector<float> out(static_cast<size_t>(T * D), NAN);
+      be->moe_experts(mw, view_f32(x, {T, D}), view_i32(chosen, {T, K}), view_f32(weights, {T, K}), view_f32(out, {T, D}));
+      std::vector<double> want(out.size());
+      for (int64_t t = 0; t < T; ++t) {
+        auto row = ref_swiglu(shared, x.data() + t * D, D, limit);
+        for (int64_t k = 0; k < K; ++k) {
+          const auto y = ref_swiglu(experts[static_cast<size_t>(chosen[t * K + k])], x.data() + t * D, D, limit);
+          for (int64_t d = 0; d < D; ++d) row[static_cast<size_t>(d)] += weights[t * K + k] * y[static_cast<size_t>(d)];
+        }
+        std::copy(row.begin(), row.end(), want.begin() + t * D);
+      }
+      EXPECT_CLOSE(out, want, std::string("moe_experts ") + std::string(dtype_name(routed_dtype)) + " limit " +
+                                  std::to_string(limit));
+    }
+  }
+}
+
+// ---------------------------------------------------------------- batch invariance
+
+// Under batch_invariant every output row is the same arithmetic whatever else the call holds:
+// each row computed alone must equal, bit for bit, the row computed among 70.
+class BackendOpsInvariant : public BackendOps {};
+
+TEST_P(BackendOpsInvariant, RowsDoNotDependOnTheBatch) {
+  const int64_t T = 70, rows = 96, cols = 128;
+  for (DType dtype : {DType::F32, DType::BF16, DType::F4_E2M1}) {
+    const StoredWeight& w = keep(make_weight(rng, dtype, rows, cols, dtype == DType::F4_E2M1 ? Scales::E8M0Blocks : Scales::None, 32));
+    auto x = randoms(static_cast<size_t>(T * cols));
+    std::vector<float> all(static_cast<size_t>(T * rows));
+    be->linear(w.w, view_f32(x, {T, cols}), view_f32(all, {T, rows}));
+    for (int64_t t : {0, 1, 33, 69}) {
+      std::vector<float> xr(x.begin() + t * cols, x.begin() + (t + 1) * cols), yr(static_cast<size_t>(rows));
+      be->linear(w.w, view_f32(xr, {1, cols}), view_f32(yr, {1, rows}));
+      EXPECT_TRUE(std::equal(yr.begin(), yr.end(), all.begin() + t * rows))
+          << "linear " << dtype_name(dtype) << ": row " << t << " alone differs from the batch";
+    }
+  }
+  const int64_t D = 64, I = 32, E = 4, K = 2;
+  auto& experts = keep(std::vector<ExpertWeights>{});
+  for (int64_t e = 0; e < E; ++e) experts.push_back(make_expert(rng, DType::BF16, I, D));
+  const ExpertWeights& shared = keep(make_expert(rng, DType::BF16, I, D));
+  std::vector<backend::SwigluExpert> views;
+  for (const auto& e : experts) views.push_back(e.view());
+  backend::MoeWeights mw{views, shared.view(), 10.0f};
+  auto x = randoms(static_cast<size_t>(T * D));
+  std::vector<int32_t> chosen(static_cast<size_t>(T * K));
+  for (int64_t t = 0; t < T; ++t) chosen[t * K] = static_cast<int32_t>(t % E), chosen[t * K + 1] = static_cast<int32_t>((t + 1) % E);
+  auto weights = randoms(static_cast<size_t>(T * K));
+  std::vector<float> all(static_cast<size_t>(T * D));
+  be->moe_experts(mw, view_f32(x, {T, D}), view_i32(chosen, {T, K}), view_f32(weights, {T, K}), view_f32(all, {T, D}));
+  for (int64_t t : {0, 5, 69}) {
+    std::vector<float> xr(x.begin() + t * D, x.begin() + (t + 1) * D), wr(weights.begin() + t * K, weights.begin() + (t + 1) * K),
+        yr(static_cast<size_t>(D));
+    std::vector<int32_t> cr(chosen.begin() + t * K, chosen.begin() + (t + 1) * K);
+    be->moe_experts(mw, view_f32(xr, {1, D}), view_i32(cr, {1, K}), view_f32(wr, {1, K}), view_f32(yr, {1, D}));
+    EXPECT_TRUE(std::equal(yr.begin(), yr.end(), all.begin() + t * D)) << "moe_experts: token " << t << " alone differs";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(AllBackends, BackendOps, testing::ValuesIn(backend_cases()), case_name);
+INSTANTIATE_TEST_SUITE_P(AllBackends, BackendOpsInvariant, testing::ValuesIn(invariant_backend_cases()), case_name);
+
+}  // namespace
+}  // namespace deepinfer::backend_ops_test
