@@ -147,7 +147,8 @@ class Backend {
                                 const StateStorage& state, TensorView out) = 0;
 
   // --- MoE ---
-  // From router logits [T, E]: experts [T, K] I32 and weights [T, K] F32.
+  // From router logits [T, E]: experts [T, K] I32 and weights [T, K] F32. The scores replace the
+  // logits in place (logits is scratch to the op).
   virtual void moe_route(const RoutingParams& p, TensorView logits, std::span<const int32_t> token_ids,
                          TensorView experts, TensorView weights) = 0;
   // out [T, D] = shared(x) + sum_k weights[t,k] * expert[experts[t,k]](x), SwiGLU with clamps;

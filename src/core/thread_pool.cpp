@@ -1,7 +1,11 @@
 #include "core/thread_pool.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#endif
 
 namespace deepinfer {
 
@@ -12,6 +16,32 @@ size_t default_threads() {
     if (v > 0) return static_cast<size_t>(v);
   }
   return std::max<size_t>(1, std::thread::hardware_concurrency());
+}
+
+void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  _mm_pause();
+#endif
+}
+
+// Spins until done() or about 100 us have passed; true if done() became true. After a short pure
+// spin it yields between polls, so a spinning thread gives its core to any other runnable thread
+// (other processes too, e.g. parallel test runs) instead of starving it.
+template <typename Done>
+bool spin_until(Done done) {
+  for (int i = 0; i < 256; ++i) {
+    if (done()) return true;
+    cpu_relax();
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::microseconds(100);
+  while (std::chrono::steady_clock::now() < deadline) {
+    for (int i = 0; i < 16; ++i) {
+      if (done()) return true;
+      cpu_relax();
+    }
+    std::this_thread::yield();
+  }
+  return done();
 }
 
 // Set while a thread runs a chunk: a nested parallel_for then runs inline instead of deadlocking.
@@ -63,10 +93,7 @@ ThreadPool& ThreadPool::global() {
   return pool;
 }
 
-size_t ThreadPool::inline_runs() const {
-  std::lock_guard lock(mutex_);
-  return inline_runs_;
-}
+size_t ThreadPool::inline_runs() const { return inline_runs_.load(); }
 
 void ThreadPool::record_error(std::exception_ptr error) {
   // Called with mutex_ held.
@@ -80,56 +107,69 @@ void ThreadPool::parallel_for(size_t n, const std::function<void(size_t, size_t)
     run_inline(fn, n, chunks);
     return;
   }
-  bool took_pool = false;
-  {
-    std::lock_guard lock(mutex_);
-    if (busy_) {
-      ++inline_runs_;
-    } else {
-      took_pool = busy_ = true;
-      job_ = &fn;
-      job_n_ = n;
-      job_chunks_ = chunks;
-      pending_ = chunks - 1;
-      job_error_ = nullptr;
-      ++generation_;
-    }
-  }
-  if (!took_pool) {  // another caller's job is on the workers (see the header)
+  if (busy_.exchange(true, std::memory_order_acquire)) {  // another caller's job is on the workers
+    inline_runs_.fetch_add(1, std::memory_order_relaxed);
     run_inline(fn, n, chunks);
     return;
   }
+  {
+    std::lock_guard lock(mutex_);
+    job_ = &fn;
+    job_n_ = n;
+    job_chunks_ = chunks;
+    job_error_ = nullptr;
+    pending_.store(chunks - 1, std::memory_order_relaxed);
+    generation_.fetch_add(1, std::memory_order_release);
+  }
   wake_.notify_all();
   auto caller_error = run_chunk(fn, n, chunks, 0);
+  // fn must outlive every worker's chunk, so wait even when chunk 0 threw.
+  if (!spin_until([this] { return pending_.load(std::memory_order_acquire) == 0; })) {
+    std::unique_lock lock(mutex_);
+    done_.wait(lock, [this] { return pending_.load(std::memory_order_acquire) == 0; });
+  }
   std::exception_ptr first;
   {
-    std::unique_lock lock(mutex_);
+    std::lock_guard lock(mutex_);
     record_error(caller_error);
-    // fn must outlive every worker's chunk, so wait even when chunk 0 threw.
-    done_.wait(lock, [this] { return pending_ == 0; });
     first = job_error_;
     job_error_ = nullptr;
     job_ = nullptr;
-    busy_ = false;
   }
+  busy_.store(false, std::memory_order_release);
   if (first) std::rethrow_exception(first);
 }
 
 void ThreadPool::worker_loop(size_t index) {
-  size_t seen = 0;
+  uint64_t seen = 0;
   for (;;) {
-    std::unique_lock lock(mutex_);
-    wake_.wait(lock, [&] { return stop_ || generation_ != seen; });
-    if (stop_) return;
-    seen = generation_;
-    if (index >= job_chunks_) continue;  // fewer chunks than workers this time
-    const auto* fn = job_;
-    const size_t n = job_n_, chunks = job_chunks_;
-    lock.unlock();
+    auto published = [&] {
+      return stop_.load(std::memory_order_acquire) || generation_.load(std::memory_order_acquire) != seen;
+    };
+    if (!spin_until(published)) {
+      std::unique_lock lock(mutex_);
+      wake_.wait(lock, published);
+    }
+    if (stop_.load(std::memory_order_acquire)) return;
+    const std::function<void(size_t, size_t)>* fn;
+    size_t n, chunks;
+    {
+      std::lock_guard lock(mutex_);
+      seen = generation_.load(std::memory_order_acquire);
+      fn = job_;
+      n = job_n_;
+      chunks = job_chunks_;
+    }
+    if (fn == nullptr || index >= chunks) continue;  // fewer chunks than workers this time
     auto error = run_chunk(*fn, n, chunks, index);
-    lock.lock();
-    record_error(error);
-    if (--pending_ == 0) done_.notify_one();
+    if (error) {
+      std::lock_guard lock(mutex_);
+      record_error(error);
+    }
+    if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+      std::lock_guard lock(mutex_);  // pairs with the caller's predicate check under mutex_
+      done_.notify_one();
+    }
   }
 }
 

@@ -9,11 +9,18 @@
 // of the running job waits on the thread that is calling; inline keeps every caller progressing
 // and, chunk by chunk, computes what the pool would have.
 //
+// Hand-off: workers and the waiting caller spin (with a pause instruction) for a short while
+// before they block on a condition variable. A forward step issues hundreds of short parallel
+// loops back to back; on a VM a blocked vCPU takes tens of microseconds to wake, which measured
+// 9 ms per kjv decode step with 2 threads against 0.8 ms with 1 before the spin.
+//
 // Exceptions: a chunk that throws (on a worker or on the caller) does not stop the other chunks;
 // once every chunk has finished, parallel_for rethrows the first exception thrown.
+#include <atomic>
 #include <condition_variable>
 #include <cstddef>
 #include <exception>
+#include <cstdint>
 #include <functional>
 #include <mutex>
 #include <thread>
@@ -48,10 +55,12 @@ class ThreadPool {
   std::condition_variable wake_, done_;
   // The job on the workers; valid while busy_.
   const std::function<void(size_t, size_t)>* job_ = nullptr;
-  size_t job_n_ = 0, job_chunks_ = 0, generation_ = 0, pending_ = 0;
-  std::exception_ptr job_error_;  // first exception of the job on the workers
-  bool busy_ = false, stop_ = false;
-  size_t inline_runs_ = 0;
+  size_t job_n_ = 0, job_chunks_ = 0;
+  std::atomic<uint64_t> generation_{0};  // bumped (under mutex_) each time a job is published
+  std::atomic<size_t> pending_{0};       // worker chunks of the current job not yet finished
+  std::exception_ptr job_error_;         // first exception of the job on the workers (mutex_)
+  std::atomic<bool> busy_{false}, stop_{false};
+  std::atomic<size_t> inline_runs_{0};
 };
 
 }  // namespace deepinfer

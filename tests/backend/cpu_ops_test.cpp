@@ -3,7 +3,9 @@
 
 #include <cmath>
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
+#include <string>
 #include <random>
 
 #include "backend/backend.h"
@@ -11,6 +13,12 @@
 
 namespace deepinfer::cpu {
 namespace {
+
+// Fresh seed per test unless DEEPINFER_TEST_SEED replays one; SCOPED_TRACE puts it in every failure.
+uint32_t test_seed() {
+  if (const char* s = std::getenv("DEEPINFER_TEST_SEED")) return static_cast<uint32_t>(std::strtoul(s, nullptr, 10));
+  return std::random_device{}();
+}
 
 std::vector<float> random_floats(size_t n, std::mt19937& rng, float scale = 1.0f) {
   std::normal_distribution<float> dist(0.0f, scale);
@@ -94,7 +102,9 @@ StoredMatrix make_matrix(DType dtype, int64_t rows, int64_t cols, std::mt19937& 
 class LinearTest : public ::testing::TestWithParam<DType> {};
 
 TEST_P(LinearTest, MatchesDoublePrecisionLoop) {
-  std::mt19937 rng(std::random_device{}());
+  const uint32_t seed = test_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed) + " (replay with DEEPINFER_TEST_SEED)");
+  std::mt19937 rng(seed);
   const int64_t rows = 200, cols = 96;  // 200 is not a multiple of the 64-row tile
   StoredMatrix m = make_matrix(GetParam(), rows, cols, rng);
   auto backend = backend::make_cpu_backend();
@@ -115,7 +125,9 @@ TEST_P(LinearTest, MatchesDoublePrecisionLoop) {
 }
 
 TEST_P(LinearTest, RowSliceReadsTheSameRows) {
-  std::mt19937 rng(std::random_device{}());
+  const uint32_t seed = test_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed) + " (replay with DEEPINFER_TEST_SEED)");
+  std::mt19937 rng(seed);
   StoredMatrix m = make_matrix(GetParam(), 128, 64, rng);
   WeightMatrix slice = m.view.row_slice(64, 64);
   std::vector<float> row(64), whole(64);
@@ -130,7 +142,9 @@ INSTANTIATE_TEST_SUITE_P(Dtypes, LinearTest,
                          ::testing::Values(DType::F32, DType::BF16, DType::F8_E4M3, DType::F4_E2M1));
 
 TEST(RmsNorm, MatchesFormula) {
-  std::mt19937 rng(std::random_device{}());
+  const uint32_t seed = test_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed) + " (replay with DEEPINFER_TEST_SEED)");
+  std::mt19937 rng(seed);
   auto x = random_floats(3 * 50, rng, 3.0f), w = random_floats(50, rng);
   std::vector<float> out(x.size());
   rms_norm_to(x.data(), out.data(), 3, 50, w.data(), 1e-6f);
@@ -143,7 +157,9 @@ TEST(RmsNorm, MatchesFormula) {
 }
 
 TEST(Rope, RotatesOnlyTheTrailingPairsAndInvertsExactly) {
-  std::mt19937 rng(std::random_device{}());
+  const uint32_t seed = test_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed) + " (replay with DEEPINFER_TEST_SEED)");
+  std::mt19937 rng(seed);
   auto head = random_floats(32, rng);
   const auto original = head;
   std::vector<float> cos(8), sin(8);
@@ -168,7 +184,9 @@ TEST(TopK, LowerIndexWinsTies) {
 }
 
 TEST(TopK, TorchSelectionAgreesWithSortingWhenValuesAreDistinct) {
-  std::mt19937 rng(std::random_device{}());
+  const uint32_t seed = test_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed) + " (replay with DEEPINFER_TEST_SEED)");
+  std::mt19937 rng(seed);
   for (int n : {5, 40, 700}) {
     auto v = random_floats(static_cast<size_t>(n), rng);
     for (int k : {1, 3, 8}) {

@@ -134,7 +134,10 @@ void CpuBackend::mhc_pre(const backend::MhcWeights& w, const backend::MhcParams&
   scratch_a_.resize(static_cast<size_t>(T * n * D));
   scratch_b_.resize(static_cast<size_t>(T * mix));
   const float* X = residual.f32();
-  rms_norm_to(X, scratch_a_.data(), T, n * D, nullptr, p.norm_eps);
+  ThreadPool::global().parallel_for(static_cast<size_t>(T), [&](size_t b, size_t e) {
+    rms_norm_to(X + static_cast<int64_t>(b) * n * D, scratch_a_.data() + static_cast<int64_t>(b) * n * D,
+                static_cast<int64_t>(e - b), n * D, nullptr, p.norm_eps);
+  });
   matmul(f32_matrix(w.fn, mix, n * D), scratch_a_.data(), T, scratch_b_.data());
   const float eps = p.hc_eps;
   float* in_all = input.f32();

@@ -56,7 +56,14 @@ void run_panels(const W* panels, int64_t rows, int64_t k, const float* x, int64_
       int64_t t = t0;
       for (; t + kTokensPerPass <= t1; t += kTokensPerPass)
         panel_kernel<kTokensPerPass>(panel, k, x + t * k, y + t * rows + r0, rows, n);
-      for (; t < t1; ++t) panel_kernel<1>(panel, k, x + t * k, y + t * rows + r0, rows, n);
+      switch (t1 - t) {  // the rest in one pass (same chains, fewer of them)
+        case 5: panel_kernel<5>(panel, k, x + t * k, y + t * rows + r0, rows, n); break;
+        case 4: panel_kernel<4>(panel, k, x + t * k, y + t * rows + r0, rows, n); break;
+        case 3: panel_kernel<3>(panel, k, x + t * k, y + t * rows + r0, rows, n); break;
+        case 2: panel_kernel<2>(panel, k, x + t * k, y + t * rows + r0, rows, n); break;
+        case 1: panel_kernel<1>(panel, k, x + t * k, y + t * rows + r0, rows, n); break;
+        default: break;
+      }
     }
   });
 }
@@ -64,7 +71,7 @@ void run_panels(const W* panels, int64_t rows, int64_t k, const float* x, int64_
 }  // namespace
 
 const PackedLinear::Packed& PackedLinear::packed(const WeightMatrix& w) {
-  const auto key = std::make_tuple(static_cast<const void*>(w.data), w.rows, w.cols);
+  const Key key{w.data, w.rows, w.cols, static_cast<int>(w.dtype), w.scale, w.block_rows, w.block_cols};
   {
     std::lock_guard lock(mutex_);
     if (auto it = cache_.find(key); it != cache_.end()) return *it->second;
