@@ -168,50 +168,75 @@ void CpuBackend::indexer_select(const CompressorLayout& keys, TensorView q, Tens
   const float* qs = q.f32();
   const float* ws = head_weights.f32();
   int32_t* out = selected.i32();
-  constexpr int64_t kTokenChunk = 256, kEntryChunk = 64;
+  constexpr int64_t kEntryChunk = 64;
+  constexpr int64_t kScoreBudget = int64_t{1} << 24;  // floats of scores held at once (64 MB)
 
-  for (const SeqSlice& seq : seqs) {
-    const int64_t count = (seq.start + seq.count) / rate;  // entries this sequence holds after the step
-    for (int64_t t0 = 0; t0 < seq.count; t0 += kTokenChunk) {
-      const int64_t nt = std::min(kTokenChunk, seq.count - t0);
-      scratch_a_.assign(static_cast<size_t>(nt * std::max<int64_t>(count, 1)), kNegInf);
-      // Scores, threaded over (token, block of entries): one row of q . K^T per head.
-      const int64_t entry_chunks = (count + kEntryChunk - 1) / kEntryChunk;
-      ThreadPool::global().parallel_for(static_cast<size_t>(nt * entry_chunks), [&](size_t b, size_t e) {
-        for (size_t item = b; item < e; ++item) {
-          const int64_t lt = static_cast<int64_t>(item) / entry_chunks, chunk = static_cast<int64_t>(item) % entry_chunks;
-          const int64_t t = seq.begin + t0 + lt, pos = seq.start + t0 + lt;
-          const int64_t visible = std::min((pos + 1) / rate, count);
-          const int64_t j1 = std::min(visible, (chunk + 1) * kEntryChunk);
-          for (int64_t j = chunk * kEntryChunk; j < j1; ++j) {
-            const float* k = state.entry(seq, keys, j);
-            float s = 0.0f;
-            for (int64_t h = 0; h < nh; ++h) {
-              const float d = dot(qs + (t * nh + h) * hd, k, hd);
-              s += std::max(d, 0.0f) * score_scale * (ws[t * nh + h] * head_weight_scale);
-            }
-            scratch_a_[static_cast<size_t>(lt * count + j)] = s;
-          }
-        }
-      });
-      ThreadPool::global().parallel_for(static_cast<size_t>(nt), [&](size_t b, size_t e) {
-        for (size_t lt = b; lt < e; ++lt) {
-          const int64_t t = seq.begin + t0 + static_cast<int64_t>(lt), pos = seq.start + t0 + static_cast<int64_t>(lt);
-          const int64_t visible = std::min((pos + 1) / rate, count);
-          // The reference ranks every entry its call holds, hidden ones at -inf, and drops those picks.
-          const int64_t ranked = ties == backend::TopKTies::Reference ? count : visible;
-          const std::span<const float> scores(scratch_a_.data() + static_cast<int64_t>(lt) * count,
-                                              static_cast<size_t>(ranked));
-          auto picks = ties == backend::TopKTies::Reference ? torch_top_k_indices(scores, top_k)
-                                                            : top_k_indices(scores, top_k);
-          std::erase_if(picks, [&](int32_t j) { return j >= visible; });
-          std::sort(picks.begin(), picks.end());
-          int32_t* row = out + t * top_k;
-          std::fill(row, row + top_k, -1);
-          std::copy(picks.begin(), picks.end(), row);
-        }
-      });
+  // Work spans all sequences of the step at once (a decode step of 32 sequences is one parallel
+  // loop, not 32 tiny ones), in groups of tokens whose score rows fit the budget.
+  auto& seq_of = routed_tokens_;
+  seq_of.resize(static_cast<size_t>(T));
+  for (size_t i = 0; i < seqs.size(); ++i)
+    std::fill_n(seq_of.begin() + seqs[i].begin, seqs[i].count, static_cast<int32_t>(i));
+  auto entries_of = [&](int64_t t) {  // entries the token's sequence holds after the step
+    const SeqSlice& seq = seqs[static_cast<size_t>(seq_of[static_cast<size_t>(t)])];
+    return (seq.start + seq.count) / rate;
+  };
+  std::vector<int64_t> row_offset, item_offset;  // per token of the group: score row, first work item
+  for (int64_t t0 = 0; t0 < T;) {
+    row_offset.clear();
+    item_offset.clear();
+    int64_t t1 = t0, floats = 0, items = 0;
+    while (t1 < T && (t1 == t0 || floats + entries_of(t1) <= kScoreBudget)) {
+      row_offset.push_back(floats);
+      item_offset.push_back(items);
+      floats += std::max<int64_t>(entries_of(t1), 1);
+      items += (entries_of(t1) + kEntryChunk - 1) / kEntryChunk;
+      ++t1;
     }
+    item_offset.push_back(items);
+    scratch_a_.assign(static_cast<size_t>(floats), kNegInf);
+    // Scores, threaded over (token, block of 64 entries): one row of q . K^T per head.
+    ThreadPool::global().parallel_for(static_cast<size_t>(items), [&](size_t b, size_t e) {
+      size_t lt = static_cast<size_t>(std::upper_bound(item_offset.begin(), item_offset.end(), static_cast<int64_t>(b)) -
+                                      item_offset.begin()) - 1;
+      for (size_t item = b; item < e; ++item) {
+        while (static_cast<int64_t>(item) >= item_offset[lt + 1]) ++lt;
+        const int64_t t = t0 + static_cast<int64_t>(lt), chunk = static_cast<int64_t>(item) - item_offset[lt];
+        const SeqSlice& seq = seqs[static_cast<size_t>(seq_of[static_cast<size_t>(t)])];
+        const int64_t count = entries_of(t), pos = seq.start + (t - seq.begin);
+        const int64_t visible = std::min((pos + 1) / rate, count);
+        const int64_t j1 = std::min(visible, (chunk + 1) * kEntryChunk);
+        float* row = scratch_a_.data() + row_offset[lt];
+        for (int64_t j = chunk * kEntryChunk; j < j1; ++j) {
+          const float* k = state.entry(seq, keys, j);
+          float s = 0.0f;
+          for (int64_t h = 0; h < nh; ++h) {
+            const float d = dot(qs + (t * nh + h) * hd, k, hd);
+            s += std::max(d, 0.0f) * score_scale * (ws[t * nh + h] * head_weight_scale);
+          }
+          row[j] = s;
+        }
+      }
+    });
+    ThreadPool::global().parallel_for(static_cast<size_t>(t1 - t0), [&](size_t b, size_t e) {
+      for (size_t lt = b; lt < e; ++lt) {
+        const int64_t t = t0 + static_cast<int64_t>(lt);
+        const SeqSlice& seq = seqs[static_cast<size_t>(seq_of[static_cast<size_t>(t)])];
+        const int64_t count = entries_of(t), pos = seq.start + (t - seq.begin);
+        const int64_t visible = std::min((pos + 1) / rate, count);
+        // The reference ranks every entry its call holds, hidden ones at -inf, and drops those picks.
+        const int64_t ranked = ties == backend::TopKTies::Reference ? count : visible;
+        const std::span<const float> scores(scratch_a_.data() + row_offset[lt], static_cast<size_t>(ranked));
+        auto picks =
+            ties == backend::TopKTies::Reference ? torch_top_k_indices(scores, top_k) : top_k_indices(scores, top_k);
+        std::erase_if(picks, [&](int32_t j) { return j >= visible; });
+        std::sort(picks.begin(), picks.end());
+        int32_t* row = out + t * top_k;
+        std::fill(row, row + top_k, -1);
+        std::copy(picks.begin(), picks.end(), row);
+      }
+    });
+    t0 = t1;
   }
 }
 

@@ -60,6 +60,8 @@ class CpuBackend final : public backend::Backend {
   std::vector<float> scratch_a_, scratch_b_, scratch_c_, scratch_d_;
   std::vector<std::vector<std::pair<int64_t, float>>> routed_;  // tokens (and weights) per expert
   std::vector<int32_t> routed_tokens_;                          // sequence of each token
+  std::vector<int64_t> expert_rows_, token_fill_;               // MoE: first routed row per expert
+  std::vector<std::pair<int64_t, float>> token_rows_;           // MoE: (routed row, weight) per token
 };
 
 }  // namespace deepinfer::cpu

@@ -328,22 +328,45 @@ void CpuBackend::moe_experts(const backend::MoeWeights& w, TensorView x, TensorV
     }
   float* o = out.f32();
   swiglu(w.shared, x.f32(), T, w.swiglu_limit, o);
+  // Every routed row of the step in expert order: gather, run each expert on its slice, then one
+  // pass over tokens adds each token's experts in ascending id (the same order for every batch).
+  auto& first_row = expert_rows_;
+  first_row.assign(static_cast<size_t>(E + 1), 0);
+  for (int64_t e = 0; e < E; ++e)
+    first_row[static_cast<size_t>(e + 1)] = first_row[static_cast<size_t>(e)] + static_cast<int64_t>(by_expert[static_cast<size_t>(e)].size());
+  const int64_t rows = first_row[static_cast<size_t>(E)];
+  auto& token_rows = token_rows_;  // per token: (row, weight) in ascending expert order
+  token_rows.assign(static_cast<size_t>(T * K), {-1, 0.0f});
+  std::vector<int64_t>& filled = token_fill_;
+  filled.assign(static_cast<size_t>(T), 0);
+  for (int64_t e = 0; e < E; ++e)
+    for (size_t i = 0; i < by_expert[static_cast<size_t>(e)].size(); ++i) {
+      const auto [t, wgt] = by_expert[static_cast<size_t>(e)][i];
+      token_rows[static_cast<size_t>(t * K + filled[static_cast<size_t>(t)]++)] = {first_row[static_cast<size_t>(e)] + static_cast<int64_t>(i), wgt};
+    }
   auto& xe = scratch_a_;
   auto& ye = scratch_b_;
+  xe.resize(static_cast<size_t>(rows * D));
+  ye.resize(static_cast<size_t>(rows * D));
+  ThreadPool::global().parallel_for(static_cast<size_t>(T), [&](size_t b, size_t e) {
+    for (size_t t = b; t < e; ++t)
+      for (int64_t k = 0; k < filled[t]; ++k)
+        std::copy_n(x.f32() + static_cast<int64_t>(t) * D, D, xe.begin() + token_rows[t * static_cast<size_t>(K) + static_cast<size_t>(k)].first * D);
+  });
   for (int64_t e = 0; e < E; ++e) {
-    const auto& routed = by_expert[static_cast<size_t>(e)];
-    if (routed.empty()) continue;
-    const auto n = static_cast<int64_t>(routed.size());
-    xe.resize(static_cast<size_t>(n * D));
-    ye.resize(static_cast<size_t>(n * D));
-    for (int64_t i = 0; i < n; ++i) std::copy_n(x.f32() + routed[i].first * D, D, xe.begin() + i * D);
-    swiglu(w.experts[static_cast<size_t>(e)], xe.data(), n, w.swiglu_limit, ye.data());
-    for (int64_t i = 0; i < n; ++i) {
-      float* row = o + routed[i].first * D;
-      const float wgt = routed[i].second;
-      for (int64_t d = 0; d < D; ++d) row[d] += wgt * ye[static_cast<size_t>(i * D + d)];
-    }
+    const int64_t r0 = first_row[static_cast<size_t>(e)], n = first_row[static_cast<size_t>(e + 1)] - r0;
+    if (n > 0) swiglu(w.experts[static_cast<size_t>(e)], xe.data() + r0 * D, n, w.swiglu_limit, ye.data() + r0 * D);
   }
+  ThreadPool::global().parallel_for(static_cast<size_t>(T), [&](size_t b, size_t e) {
+    for (size_t t = b; t < e; ++t) {
+      float* row = o + static_cast<int64_t>(t) * D;
+      for (int64_t k = 0; k < filled[t]; ++k) {
+        const auto [r, wgt] = token_rows[t * static_cast<size_t>(K) + static_cast<size_t>(k)];
+        const float* y = ye.data() + r * D;
+        for (int64_t d = 0; d < D; ++d) row[d] += wgt * y[d];
+      }
+    }
+  });
 }
 
 }  // namespace deepinfer::cpu

@@ -46,7 +46,9 @@ void run_panels(const W* panels, int64_t rows, int64_t k, const float* x, int64_
   const int64_t count = (rows + P - 1) / P;
   // Threads split the panels (and, when there are few panels and many tokens, the tokens too);
   // either way each output is computed by the same chain.
-  const int64_t token_groups = count >= 8 ? 1 : std::max<int64_t>(1, (tokens + 31) / 32);
+  const auto threads = static_cast<int64_t>(ThreadPool::global().size());
+  const int64_t token_groups =
+      std::clamp<int64_t>((2 * threads + count - 1) / count, 1, std::max<int64_t>(1, tokens / kTokensPerPass));
   ThreadPool::global().parallel_for(static_cast<size_t>(count * token_groups), [&](size_t b, size_t e) {
     for (size_t item = b; item < e; ++item) {
       const int64_t p = static_cast<int64_t>(item) % count, g = static_cast<int64_t>(item) / count;
