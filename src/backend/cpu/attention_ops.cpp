@@ -33,15 +33,6 @@ void check_state(const StateStorage& state, std::span<const SeqSlice> seqs, int6
   DEEPINFER_CHECK(covered == tokens, "sequence slices cover {} tokens, the step has {}", covered, tokens);
 }
 
-void rope_angles(const backend::RopeFreqs& f, int64_t position, float* cos, float* sin) {
-  const auto pos = static_cast<float>(position);
-  for (int64_t i = 0; i < f.half(); ++i) {
-    const float a = f.inv_freq[static_cast<size_t>(i)] * pos;
-    cos[i] = std::cos(a) * f.attention_factor;
-    sin[i] = std::sin(a) * f.attention_factor;
-  }
-}
-
 // A compressor's view of one sequence: rows of the current step come from the projections, rows
 // of the unfinished window that began before the step from the slot.
 struct CompressorRows {

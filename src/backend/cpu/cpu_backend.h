@@ -2,12 +2,23 @@
 // The CPU reference backend: float32 everywhere, threaded over the global pool. Its GEMM
 // (packed_linear.h) computes every output as one fixed chain, so results never depend on the batch;
 // batch-invariant mode only changes top-k tie breaking.
+#include <cmath>
 #include <vector>
 
 #include "backend/backend.h"
 #include "backend/cpu/packed_linear.h"
 
 namespace deepinfer::cpu {
+
+// cos/sin of every rotary pair at `position`, scaled by the attention factor.
+inline void rope_angles(const backend::RopeFreqs& f, int64_t position, float* cos, float* sin) {
+  const auto pos = static_cast<float>(position);
+  for (int64_t i = 0; i < f.half(); ++i) {
+    const float a = f.inv_freq[static_cast<size_t>(i)] * pos;
+    cos[i] = std::cos(a) * f.attention_factor;
+    sin[i] = std::sin(a) * f.attention_factor;
+  }
+}
 
 class CpuBackend final : public backend::Backend {
  public:

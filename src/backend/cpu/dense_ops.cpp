@@ -19,15 +19,6 @@ void check_f32_contiguous(const TensorView& t, const char* what) {
                   "{}: expected a contiguous F32 CPU tensor", what);
 }
 
-void rope_angles(const backend::RopeFreqs& f, int64_t position, float* cos, float* sin) {
-  const auto pos = static_cast<float>(position);
-  for (int64_t i = 0; i < f.half(); ++i) {
-    const float a = f.inv_freq[static_cast<size_t>(i)] * pos;
-    cos[i] = std::cos(a) * f.attention_factor;
-    sin[i] = std::sin(a) * f.attention_factor;
-  }
-}
-
 // A float32 matrix view over a mixer's weights, so it goes through the same kernels as the rest.
 WeightMatrix f32_matrix(const float* data, int64_t rows, int64_t cols) {
   WeightMatrix w;
