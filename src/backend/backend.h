@@ -17,6 +17,7 @@
 
 #include "backend/state.h"
 #include "backend/weight_matrix.h"
+#include "core/buffer.h"
 #include "core/tensor.h"
 
 namespace deepinfer::backend {
@@ -96,11 +97,24 @@ class Backend {
   virtual Device device() const = 0;
   virtual bool batch_invariant() const = 0;
 
+  // --- memory ---
+  // Where the ops' tensors and the state pools live: activations (Workspace) and pools allocate
+  // from it. Weight data (WeightMatrix, the float pointers of the *Weights structs, sinks, biases)
+  // stays in host memory; a device backend mirrors it on first use.
+  virtual Allocator& allocator() = 0;
+  // Copies between host memory and this backend's memory; both complete before they return.
+  virtual void copy_to_backend(void* dst, const void* host_src, size_t bytes) = 0;
+  virtual void copy_to_host(void* host_dst, const void* src, size_t bytes) = 0;
+  // Waits until every op issued so far has finished (a no-op on the CPU).
+  virtual void synchronize() = 0;
+
   // --- dense ---
   // y [T, w.rows] = x [T, w.cols] W^T, W in its stored dtype, float32 accumulation.
   virtual void linear(const WeightMatrix& w, TensorView x, TensorView y) = 0;
   // Block-diagonal projection: W [G*R, C]; y[t, g*R + r] = sum_c W[g*R + r, c] x[t, g*C + c].
   virtual void grouped_linear(const WeightMatrix& w, int64_t groups, TensorView x, TensorView y) = 0;
+  // dst[i] = src[rows[i]] over the leading dimension (rows of the step that need logits).
+  virtual void gather_rows(TensorView src, std::span<const int64_t> rows, TensorView dst) = 0;
   // out [T, copies, D]: every copy of row t = table[ids[t]] widened to float32.
   virtual void embed(const WeightMatrix& table, std::span<const int32_t> ids, TensorView out) = 0;
   // out = x * rsqrt(mean(x^2) + eps) * weight over the last dimension; weight may be null

@@ -25,7 +25,7 @@ kv::StatePool make_pool(const model::CausalLM& model, const EngineOptions& optio
                           seqs * static_cast<size_t>(layout.blocks_for(context)) * layout.block_bytes();
     budget = std::min(budget, useful);
   }
-  return kv::StatePool::from_budget(layout, budget, options.limits.max_num_seqs);
+  return kv::StatePool::from_budget(layout, budget, options.limits.max_num_seqs, model.backend().allocator());
 }
 
 uint64_t random_seed() {

@@ -1,24 +1,19 @@
 #include "kv/state_pool.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "core/error.h"
 
 namespace deepinfer::kv {
 
-namespace {
-// new float[] leaves the memory untouched, so a large budget costs nothing until it is used.
-std::unique_ptr<float[]> allocate(int64_t elems) {
-  return std::unique_ptr<float[]>(new float[static_cast<size_t>(std::max<int64_t>(elems, 1))]);
-}
-}  // namespace
-
-StatePool::StatePool(StateLayout layout, int64_t num_slots, int64_t num_blocks)
-    : layout_(std::move(layout)), num_blocks_(num_blocks) {
+StatePool::StatePool(StateLayout layout, int64_t num_slots, int64_t num_blocks, Allocator& allocator)
+    : layout_(std::move(layout)), num_blocks_(num_blocks), allocator_(&allocator) {
   DEEPINFER_CHECK(num_slots >= 1, "a state pool needs at least one slot, got {}", num_slots);
   DEEPINFER_CHECK(num_blocks >= 0, "negative block count {}", num_blocks);
-  slots_ = allocate(num_slots * layout_.slot_elems);
-  blocks_ = allocate(num_blocks * layout_.block_elems);
+  // Host buffers leave pages untouched until written, so a large budget costs nothing until used.
+  slots_ = Buffer(static_cast<size_t>(num_slots) * layout_.slot_bytes(), allocator);
+  blocks_ = Buffer(static_cast<size_t>(num_blocks) * layout_.block_bytes(), allocator);
   slot_used_.assign(static_cast<size_t>(num_slots), false);
   block_used_.assign(static_cast<size_t>(num_blocks), false);
   // Free lists pop from the back: hand out low indices first.
@@ -26,7 +21,8 @@ StatePool::StatePool(StateLayout layout, int64_t num_slots, int64_t num_blocks)
   for (int64_t b = num_blocks - 1; b >= 0; --b) free_blocks_.push_back(static_cast<int32_t>(b));
 }
 
-StatePool StatePool::from_budget(const StateLayout& layout, size_t budget_bytes, int64_t max_slots) {
+StatePool StatePool::from_budget(const StateLayout& layout, size_t budget_bytes, int64_t max_slots,
+                                 Allocator& allocator) {
   DEEPINFER_CHECK(max_slots >= 1, "max sequences must be >= 1, got {}", max_slots);
   const size_t slots_bytes = static_cast<size_t>(max_slots) * layout.slot_bytes();
   const size_t need = slots_bytes + static_cast<size_t>(max_slots) * layout.block_bytes();
@@ -35,14 +31,14 @@ StatePool StatePool::from_budget(const StateLayout& layout, size_t budget_bytes,
                   "slots plus {} bytes for one block each (lower max sequences or raise the budget)",
                   budget_bytes, max_slots, slots_bytes, need - slots_bytes);
   const auto blocks = static_cast<int64_t>((budget_bytes - slots_bytes) / std::max<size_t>(layout.block_bytes(), 1));
-  return StatePool(layout, max_slots, std::min<int64_t>(blocks, INT32_MAX));
+  return StatePool(layout, max_slots, std::min<int64_t>(blocks, INT32_MAX), allocator);
 }
 
 backend::StateStorage StatePool::storage() const {
   backend::StateStorage s;
   s.dtype = layout_.dtype;
-  s.slots = slots_.get();
-  s.blocks = blocks_.get();
+  s.slots = slots_.as<float>();
+  s.blocks = blocks_.as<float>();
   s.slot_elems = layout_.slot_elems;
   s.block_elems = layout_.block_elems;
   s.block_tokens = layout_.block_tokens;
@@ -92,8 +88,9 @@ void StatePool::free_blocks(std::span<const int32_t> blocks) {
 void StatePool::grow_blocks(int64_t extra) {
   if (extra <= 0) return;
   const int64_t total = num_blocks_ + extra;
-  auto grown = allocate(total * layout_.block_elems);
-  std::copy_n(blocks_.get(), num_blocks_ * layout_.block_elems, grown.get());
+  DEEPINFER_CHECK(allocator_->device() == Device::CPU, "growing a state pool is only supported in host memory");
+  Buffer grown(static_cast<size_t>(total) * layout_.block_bytes(), *allocator_);
+  if (!blocks_.empty()) std::memcpy(grown.data(), blocks_.data(), blocks_.size());
   blocks_ = std::move(grown);
   block_used_.resize(static_cast<size_t>(total), false);
   for (int64_t b = total - 1; b >= num_blocks_; --b) free_blocks_.insert(free_blocks_.begin(), static_cast<int32_t>(b));

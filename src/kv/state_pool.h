@@ -12,16 +12,21 @@
 #include <vector>
 
 #include "backend/state.h"
+#include "core/buffer.h"
 #include "kv/state_layout.h"
 
 namespace deepinfer::kv {
 
 class StatePool {
  public:
-  StatePool(StateLayout layout, int64_t num_slots, int64_t num_blocks);
+  // Storage comes from `allocator`: host memory for the CPU backend, the backend's device memory
+  // otherwise (Backend::allocator()).
+  StatePool(StateLayout layout, int64_t num_slots, int64_t num_blocks,
+            Allocator& allocator = HostAllocator::instance());
   // Slots for max_slots sequences, the rest of `budget_bytes` as blocks. Throws if the budget
   // cannot hold the slots and one block per slot.
-  static StatePool from_budget(const StateLayout& layout, size_t budget_bytes, int64_t max_slots);
+  static StatePool from_budget(const StateLayout& layout, size_t budget_bytes, int64_t max_slots,
+                               Allocator& allocator = HostAllocator::instance());
 
   const StateLayout& layout() const { return layout_; }
   backend::StateStorage storage() const;
@@ -37,13 +42,14 @@ class StatePool {
   // Appends n fresh blocks to `table`; false (and nothing taken) if fewer than n are free.
   bool allocate_blocks(int64_t n, std::vector<int32_t>& table);
   void free_blocks(std::span<const int32_t> blocks);
-  // Adds blocks (for growable single-sequence pools); storage pointers change.
+  // Adds blocks (for growable single-sequence pools); storage pointers change. Host memory only.
   void grow_blocks(int64_t extra);
 
  private:
   StateLayout layout_;
   int64_t num_blocks_ = 0;
-  std::unique_ptr<float[]> slots_, blocks_;
+  Allocator* allocator_;
+  Buffer slots_, blocks_;
   std::vector<int32_t> free_slots_, free_blocks_;
   std::vector<bool> slot_used_, block_used_;
 };

@@ -76,7 +76,8 @@ class CausalLM {
   virtual void forward(const ForwardBatch& batch, kv::StatePool& pool, std::vector<float>& logits) const = 0;
   virtual std::vector<ParameterGroup> parameter_summary() const = 0;
   virtual StateFootprint state_footprint() const = 0;
-  virtual const backend::Backend& backend() const = 0;
+  // The backend the forward runs on; state pools for this model allocate from its allocator().
+  virtual backend::Backend& backend() const = 0;
   int64_t vocab_size() const { return config().vocab_size; }
 
   // Single-sequence convenience: runs `tokens` at positions state.length() ... and appends them.

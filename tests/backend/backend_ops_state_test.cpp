@@ -59,6 +59,13 @@ struct Pools {
   }
 };
 
+// Writes fill() into every channel of entry e of compressor c of the sequence.
+template <class Fill>
+void fill_entry(const backend::StateStorage& storage, const SeqSlice& sl, const CompressorLayout& c, int64_t e, Fill&& fill) {
+  float* k = storage.entry(sl, c, e);
+  for (int64_t i = 0; i < c.head_dim; ++i) k[i] = fill();
+}
+
 // A sequence of the test: its slot, its (out-of-order) block table and its full token history.
 struct TestSeq {
   int32_t slot;
@@ -283,10 +290,7 @@ TEST_P(BackendOps, IndexerSelectBothTiePolicies) {
   }
   // Keys of every entry each sequence holds after the step, written where the layout says.
   for (const auto& sl : seqs)
-    for (int64_t e = 0; e < (sl.start + sl.count) / rate; ++e) {
-      float* k = pools.storage.entry(sl, keys, e);
-      for (int64_t i = 0; i < ihd; ++i) k[i] = nonzero();
-    }
+    for (int64_t e = 0; e < (sl.start + sl.count) / rate; ++e) fill_entry(pools.storage, sl, keys, e, [&] { return nonzero(); });
   auto q = randoms(static_cast<size_t>(T * nh * ihd));
   std::vector<float> head_weights(static_cast<size_t>(T * nh));
   for (size_t s = 0; s < cases.size(); ++s)
@@ -362,6 +366,40 @@ TEST_P(BackendOps, StoreWindowKeepsTheLastWindowRows) {
 
 enum class Entries { None, All, Selected };
 
+// The attention step, as (slot, blocks, start, count): a fresh prefill, a chunk whose window reaches
+// into the ring, a decode, a chunk longer than the window.
+const std::vector<std::tuple<int32_t, std::vector<int32_t>, int64_t, int64_t>> kAttentionParts = {
+    {2, {6, 1}, 0, 4}, {0, {3, 0}, 3, 5}, {3, {9, 2, 7}, 20, 1}, {1, {5, 8, 4}, 9, 7}};
+
+std::vector<SeqSlice> attention_slices() {
+  std::vector<SeqSlice> out;
+  int64_t begin = 0;
+  for (const auto& [slot, blocks, start, count] : kAttentionParts) {
+    out.push_back({begin, count, start, slot, blocks});
+    begin += count;
+  }
+  return out;
+}
+
+int64_t tokens_of(const std::vector<SeqSlice>& seqs) { return seqs.empty() ? 0 : seqs.back().begin + seqs.back().count; }
+
+// The state an attention step reads, written with fill(): per sequence, the ring rows of the
+// positions before the step that its tokens can see, then every entry completed by the end of the
+// step (compress runs first), entry by entry in each of `compressors` (which share one rate). Other
+// rows keep the sentinel.
+template <class Fill>
+void fill_step_state(const backend::StateStorage& storage, const std::vector<SeqSlice>& seqs,
+                     const backend::WindowLayout& wl, const std::vector<const CompressorLayout*>& compressors, Fill&& fill) {
+  for (const auto& sl : seqs) {
+    float* ring = storage.slot(sl.slot) + wl.slot_offset;
+    for (int64_t p = std::max<int64_t>(0, sl.start - wl.window + 1); p < sl.start; ++p)
+      for (int64_t c = 0; c < wl.head_dim; ++c) ring[(p % wl.window) * wl.head_dim + c] = fill();
+    if (compressors.empty()) continue;
+    for (int64_t e = 0; e < (sl.start + sl.count) / compressors.front()->rate; ++e)
+      for (const CompressorLayout* c : compressors) fill_entry(storage, sl, *c, e, fill);
+  }
+}
+
 // q [T, H, hd] over window rows (ring before the step, then the step's kv) plus entries, with a sink
 // logit per head taking probability mass: the documented semantics, in double.
 std::vector<double> ref_attention(const std::vector<float>& q, const std::vector<float>& kv, const backend::WindowLayout& wl,
@@ -405,10 +443,6 @@ TEST_P(BackendOps, SparseAttentionWindowEntriesSinks) {
   check_host_backend(*be);
   const kv::StateLayout layout = test_layout();
   const int64_t hd = kHeadDim;
-  // (slot, blocks, start, count): fresh prefill, chunk whose window reaches into the ring, decode,
-  // chunk longer than the window.
-  const std::vector<std::tuple<int32_t, std::vector<int32_t>, int64_t, int64_t>> parts = {
-      {2, {6, 1}, 0, 4}, {0, {3, 0}, 3, 5}, {3, {9, 2, 7}, 20, 1}, {1, {5, 8, 4}, 9, 7}};
   for (int64_t H : {3, 37})  // 37: more heads than a backend may group per work item, and not a multiple
   for (size_t layer : {0u, 1u, 2u}) {
     const backend::WindowLayout wl = layout.layers[layer].window;
@@ -419,24 +453,10 @@ TEST_P(BackendOps, SparseAttentionWindowEntriesSinks) {
       const std::string what = std::to_string(H) + " heads, layer " + std::to_string(layer) +
                                (mode == Entries::None ? " window only" : mode == Entries::All ? " all completed entries" : " selected entries");
       Pools pools(layout, 4, 10);
-      std::vector<SeqSlice> seqs;
-      int64_t T = 0;
-      for (const auto& [slot, blocks, start, count] : parts) {
-        seqs.push_back({T, count, start, slot, blocks});
-        T += count;
-      }
-      // The ring holds the positions before the step that the step's tokens can see; other rows
-      // stay NaN. Entries: every one completed by the end of the step (compress runs first).
-      for (const auto& sl : seqs) {
-        float* ring = pools.storage.slot(sl.slot) + wl.slot_offset;
-        for (int64_t p = std::max<int64_t>(0, sl.start - wl.window + 1); p < sl.start; ++p)
-          for (int64_t c = 0; c < hd; ++c) ring[(p % wl.window) * hd + c] = nonzero();
-        if (comp)
-          for (int64_t e = 0; e < (sl.start + sl.count) / comp->rate; ++e) {
-            float* k = pools.storage.entry(sl, *comp, e);
-            for (int64_t c = 0; c < hd; ++c) k[c] = nonzero();
-          }
-      }
+      const std::vector<SeqSlice> seqs = attention_slices();
+      const int64_t T = tokens_of(seqs);
+      fill_step_state(pools.storage, seqs, wl, comp ? std::vector{comp} : std::vector<const CompressorLayout*>{},
+                      [&] { return nonzero(); });
       auto q = randoms(static_cast<size_t>(T * H * hd), 1.5f), kv = randoms(static_cast<size_t>(T * hd));
       const auto sink = randoms(static_cast<size_t>(H), 2.0f);
       const int64_t k_sel = 3;
@@ -477,24 +497,10 @@ TEST_P(BackendOpsStateInvariant, SequencesAloneMatchTheBatchBitForBit) {
   const backend::WindowLayout wl = layout.layers[1].window;
   const CompressorLayout comp = *layout.layers[1].compressor, keys = *layout.layers[1].indexer;
   const int64_t H = 3, hd = kHeadDim, nh = 2, ihd = keys.head_dim, top_k = 4;
-  const std::vector<std::tuple<int32_t, std::vector<int32_t>, int64_t, int64_t>> parts = {
-      {2, {6, 1}, 0, 4}, {0, {3, 0}, 3, 5}, {3, {9, 2, 7}, 20, 1}, {1, {5, 8, 4}, 9, 7}};
   Pools pools(layout, 4, 10);
-  std::vector<SeqSlice> seqs;
-  int64_t T = 0;
-  for (const auto& [slot, blocks, start, count] : parts) {
-    seqs.push_back({T, count, start, slot, blocks});
-    T += count;
-  }
-  for (const auto& sl : seqs) {
-    float* ring = pools.storage.slot(sl.slot) + wl.slot_offset;
-    for (int64_t p = std::max<int64_t>(0, sl.start - wl.window + 1); p < sl.start; ++p)
-      for (int64_t c = 0; c < hd; ++c) ring[(p % wl.window) * hd + c] = nonzero();
-    for (int64_t e = 0; e < (sl.start + sl.count) / comp.rate; ++e) {
-      for (int64_t c = 0; c < hd; ++c) pools.storage.entry(sl, comp, e)[c] = nonzero();
-      for (int64_t c = 0; c < ihd; ++c) pools.storage.entry(sl, keys, e)[c] = nonzero();
-    }
-  }
+  const std::vector<SeqSlice> seqs = attention_slices();
+  const int64_t T = tokens_of(seqs);
+  fill_step_state(pools.storage, seqs, wl, {&comp, &keys}, [&] { return nonzero(); });
   auto q = randoms(static_cast<size_t>(T * H * hd)), kv = randoms(static_cast<size_t>(T * hd)),
        iq = randoms(static_cast<size_t>(T * nh * ihd)), hw = randoms(static_cast<size_t>(T * nh));
   const auto sink = randoms(static_cast<size_t>(H));

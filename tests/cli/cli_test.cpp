@@ -1,50 +1,22 @@
 // End-to-end checks of the `deepinfer` binary: golden greedy ids, seeded sampling, inspect output,
 // and that every failure is one line on stderr with a non-zero exit.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
-#include <atomic>
-#include <cstdlib>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <string>
 #include <vector>
 
+#include "cli_harness.h"
 #include "io/safetensors.h"
 
 namespace {
 
 namespace fs = std::filesystem;
+using namespace deepinfer::cli_test;
 
 const fs::path kModels = DEEPINFER_MODELS_DIR;
 const fs::path kFixtures = fs::path(DEEPINFER_TEST_DATA_DIR) / "fixtures";
 const fs::path kKjv = kModels / "kjv-tiny-v4";
-
-struct RunResult {
-  int exit_code = -1;
-  std::string out, err;
-  std::vector<std::string> err_lines() const { return lines(err); }
-  std::vector<std::string> out_lines() const { return lines(out); }
-  static std::vector<std::string> lines(const std::string& text) {
-    std::vector<std::string> result;
-    std::istringstream in(text);
-    for (std::string line; std::getline(in, line);) result.push_back(line);
-    return result;
-  }
-};
-
-std::string shell_quote(const std::string& arg) {
-  std::string quoted = "'";
-  for (char c : arg) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return quoted + "'";
-}
-
-std::string read_file(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
 
 std::string join_ids(const std::vector<int64_t>& ids) {
   std::string text;
@@ -58,28 +30,9 @@ std::vector<int64_t> golden_ids(const fs::path& file, const std::string& name) {
 }
 
 // Each test gets its own scratch folder (removed afterwards) for outputs and fixture copies.
-class Cli : public ::testing::Test {
+class Cli : public CliHarness {
  protected:
-  void SetUp() override {
-    static std::atomic<int> counter{0};
-    scratch_ = fs::temp_directory_path() /
-               ("deepinfer_cli_test_" + std::to_string(getpid()) + "_" + std::to_string(counter++));
-    fs::create_directories(scratch_);
-  }
-  void TearDown() override { fs::remove_all(scratch_); }
-
-  RunResult run(const std::vector<std::string>& args) const {
-    std::string command = shell_quote(DEEPINFER_CLI_PATH);
-    for (const auto& a : args) command += " " + shell_quote(a);
-    const fs::path out = scratch_ / "stdout", err = scratch_ / "stderr";
-    command += " > " + shell_quote(out.string()) + " 2> " + shell_quote(err.string()) + " < /dev/null";
-    const int status = std::system(command.c_str());
-    RunResult result;
-    result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    result.out = read_file(out);
-    result.err = read_file(err);
-    return result;
-  }
+  Cli() : CliHarness("deepinfer_cli_test_") {}
 
   fs::path copy_fixture(const std::string& name) const {
     const fs::path target = scratch_ / name;
@@ -97,8 +50,6 @@ class Cli : public ::testing::Test {
       EXPECT_NE(lines[0].find(must_mention), std::string::npos) << lines[0];
     }
   }
-
-  fs::path scratch_;
 };
 
 TEST_F(Cli, GreedyKjvMatchesGoldenIds) {
@@ -167,7 +118,7 @@ TEST_F(Cli, SeededSamplingIsReproducible) {
     return r.out_lines().empty() ? std::string() : r.out_lines().back();
   };
   const std::string first = sample("11");
-  EXPECT_EQ(RunResult::lines(first).size(), 1u);
+  EXPECT_EQ(lines_of(first).size(), 1u);
   EXPECT_EQ(sample("11"), first);
   EXPECT_NE(sample("12"), first);
 }

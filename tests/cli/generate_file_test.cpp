@@ -2,77 +2,33 @@
 // ones give the golden ids), results keep input order whatever the concurrency, and a bad line is
 // a one-line error naming its line number before any work starts.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
-#include <atomic>
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 #include <string>
 #include <vector>
 
+#include "cli_harness.h"
 #include "io/safetensors.h"
 
 namespace {
 
 namespace fs = std::filesystem;
+using namespace deepinfer::cli_test;
 using nlohmann::json;
 
 const fs::path kKjv = fs::path(DEEPINFER_MODELS_DIR) / "kjv-tiny-v4";
 const fs::path kFixtures = fs::path(DEEPINFER_TEST_DATA_DIR) / "fixtures";
 
-std::string shell_quote(const std::string& arg) {
-  std::string quoted = "'";
-  for (char c : arg) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return quoted + "'";
-}
-
-std::string read_file(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
-std::vector<std::string> lines_of(const std::string& text) {
-  std::vector<std::string> out;
-  std::istringstream in(text);
-  for (std::string line; std::getline(in, line);) out.push_back(line);
-  return out;
-}
-
 std::vector<int64_t> golden(const fs::path& file, const std::string& name) {
   return deepinfer::io::to_int64(deepinfer::io::Checkpoint::open_file(file).get(name));
 }
 
-struct RunResult {
-  int exit_code = -1;
-  std::string out, err;
-};
-
-class GenerateFile : public ::testing::Test {
+class GenerateFile : public CliHarness {
  protected:
-  void SetUp() override {
-    static std::atomic<int> counter{0};
-    scratch_ = fs::temp_directory_path() /
-               ("deepinfer_generate_file_test_" + std::to_string(getpid()) + "_" + std::to_string(counter++));
-    fs::create_directories(scratch_);
-  }
-  void TearDown() override { fs::remove_all(scratch_); }
+  GenerateFile() : CliHarness("deepinfer_generate_file_test_") {}
 
-  RunResult run(const std::vector<std::string>& args) const {
-    std::string command = shell_quote(DEEPINFER_CLI_PATH);
-    for (const auto& a : args) command += " " + shell_quote(a);
-    const fs::path out = scratch_ / "stdout", err = scratch_ / "stderr";
-    command += " > " + shell_quote(out.string()) + " 2> " + shell_quote(err.string()) + " < /dev/null";
-    const int status = std::system(command.c_str());
-    RunResult r;
-    r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    r.out = read_file(out);
-    r.err = read_file(err);
-    return r;
-  }
   fs::path write(const std::string& name, const std::vector<std::string>& lines) const {
     const fs::path path = scratch_ / name;
     std::ofstream out(path, std::ios::binary);
@@ -97,8 +53,6 @@ class GenerateFile : public ::testing::Test {
     EXPECT_FALSE(fs::exists(output)) << "no work (and no output) before every line is checked";
     EXPECT_EQ(r.err.find("loaded"), std::string::npos) << "weights were loaded before the error: " << r.err;
   }
-
-  fs::path scratch_;
 };
 
 TEST_F(GenerateFile, RunsEveryRequestAndKeepsInputOrder) {

@@ -29,6 +29,19 @@ Ranges ranges_of(ThreadPool& pool, size_t n, size_t min_chunk = 1) {
   return out;
 }
 
+// The threads that run the chunks of parallel_for(4), each chunk held for `hold` so that no one
+// thread can take them all.
+std::set<std::thread::id> threads_of(ThreadPool& pool, std::chrono::milliseconds hold) {
+  std::mutex m;
+  std::set<std::thread::id> ids;
+  pool.parallel_for(4, [&](size_t, size_t) {
+    std::this_thread::sleep_for(hold);
+    std::lock_guard lock(m);
+    ids.insert(std::this_thread::get_id());
+  });
+  return ids;
+}
+
 TEST(ThreadPool, CoversEveryIndexExactlyOnce) {
   ThreadPool pool(4);
   for (size_t n : {1u, 2u, 3u, 4u, 5u, 7u, 64u, 1000u}) {
@@ -45,14 +58,7 @@ TEST(ThreadPool, CoversEveryIndexExactlyOnce) {
 
 TEST(ThreadPool, UsesWorkerThreads) {
   ThreadPool pool(4);
-  std::mutex m;
-  std::set<std::thread::id> ids;
-  pool.parallel_for(4, [&](size_t, size_t) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    std::lock_guard lock(m);
-    ids.insert(std::this_thread::get_id());
-  });
-  EXPECT_EQ(ids.size(), 4u);
+  EXPECT_EQ(threads_of(pool, std::chrono::milliseconds(20)).size(), 4u);
 }
 
 // Many threads hammer one pool; every call must see its own complete, correct result.
@@ -192,14 +198,7 @@ TEST(ThreadPool, PoolStaysUsableAfterAnException) {
     }), std::logic_error);
     // The caller thread's chunk threw: it must not be left marked as inside a parallel region,
     // or later calls would silently run inline.
-    std::mutex m;
-    std::set<std::thread::id> ids;
-    pool.parallel_for(4, [&](size_t, size_t) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(2));
-      std::lock_guard lock(m);
-      ids.insert(std::this_thread::get_id());
-    });
-    EXPECT_GT(ids.size(), 1u) << "round " << round;
+    EXPECT_GT(threads_of(pool, std::chrono::milliseconds(2)).size(), 1u) << "round " << round;
     EXPECT_EQ(ranges_of(pool, 100).size(), 4u);
   }
 }

@@ -56,7 +56,7 @@ class FakeModel : public model::CausalLM {
   const kv::StateLayout& state_layout() const override { return layout_; }
   std::vector<model::ParameterGroup> parameter_summary() const override { return {}; }
   model::StateFootprint state_footprint() const override { return {}; }
-  const backend::Backend& backend() const override {
+  backend::Backend& backend() const override {
     static const std::unique_ptr<backend::Backend> cpu = backend::make_cpu_backend();
     return *cpu;
   }

@@ -3,6 +3,7 @@
 // (packed_linear.h) computes every output as one fixed chain, so results never depend on the batch;
 // batch-invariant mode only changes top-k tie breaking.
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 #include "backend/backend.h"
@@ -28,8 +29,14 @@ class CpuBackend final : public backend::Backend {
   Device device() const override { return Device::CPU; }
   bool batch_invariant() const override { return options_.batch_invariant; }
 
+  Allocator& allocator() override { return HostAllocator::instance(); }
+  void copy_to_backend(void* dst, const void* host_src, size_t bytes) override { std::memcpy(dst, host_src, bytes); }
+  void copy_to_host(void* host_dst, const void* src, size_t bytes) override { std::memcpy(host_dst, src, bytes); }
+  void synchronize() override {}
+
   void linear(const WeightMatrix& w, TensorView x, TensorView y) override;
   void grouped_linear(const WeightMatrix& w, int64_t groups, TensorView x, TensorView y) override;
+  void gather_rows(TensorView src, std::span<const int64_t> rows, TensorView dst) override;
   void embed(const WeightMatrix& table, std::span<const int32_t> ids, TensorView out) override;
   void rms_norm(TensorView x, const float* weight, float eps, TensorView out) override;
   void rope(TensorView x, std::span<const int64_t> positions, const backend::RopeFreqs& freqs, bool inverse) override;

@@ -1,6 +1,7 @@
 // CPU reference: dense ops (linear, grouped linear, embedding, norms, rope), mHC and MoE.
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/ops.h"
@@ -60,6 +61,20 @@ void CpuBackend::grouped_linear(const WeightMatrix& w, int64_t groups, TensorVie
     for (int64_t t = 0; t < T; ++t) std::copy_n(xs + t * groups * C + g * C, C, scratch_a_.data() + t * C);
     matmul(w.row_slice(g * R, R), scratch_a_.data(), T, scratch_b_.data());
     for (int64_t t = 0; t < T; ++t) std::copy_n(scratch_b_.data() + t * R, R, ys + t * w.rows + g * R);
+  }
+}
+
+void CpuBackend::gather_rows(TensorView src, std::span<const int64_t> rows, TensorView dst) {
+  check_f32_contiguous(src, "gather_rows input");
+  check_f32_contiguous(dst, "gather_rows output");
+  const int64_t T = src.rank ? src.dim(0) : 0, width = T ? src.numel() / T : 0;
+  const auto R = static_cast<int64_t>(rows.size());
+  DEEPINFER_CHECK(dst.numel() == R * width, "gather_rows: output holds {} values, {} rows of {} need {}", dst.numel(),
+                  R, width, R * width);
+  for (int64_t i = 0; i < R; ++i) {
+    const int64_t r = rows[static_cast<size_t>(i)];
+    DEEPINFER_CHECK(r >= 0 && r < T, "gather_rows: row {} outside [0, {})", r, T);
+    std::memcpy(dst.f32() + i * width, src.f32() + r * width, static_cast<size_t>(width) * sizeof(float));
   }
 }
 

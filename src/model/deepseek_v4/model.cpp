@@ -1,7 +1,6 @@
 #include "model/deepseek_v4/model.h"
 
 #include <algorithm>
-#include <cstring>
 
 #include "core/error.h"
 #include "model/deepseek_v4/step.h"
@@ -21,7 +20,8 @@ DeepseekV4::DeepseekV4(io::ModelConfig config, std::unique_ptr<Weights> weights,
       rope_main_(config_.rope_main, config_.qk_rope_head_dim),
       rope_compress_(config_.rope_compress, config_.qk_rope_head_dim),
       ties_(options.batch_invariant ? TopKTies::LowerIndex : options.top_k_ties),
-      backend_(backend::make_cpu_backend({.batch_invariant = options.batch_invariant})) {
+      backend_(backend::make_cpu_backend({.batch_invariant = options.batch_invariant})),
+      workspace_(backend_->allocator()) {
   mhc_.hc_mult = config_.hc_mult;
   mhc_.sinkhorn_iters = config_.hc_sinkhorn_iters;
   mhc_.hc_eps = static_cast<float>(config_.hc_eps);
@@ -75,16 +75,14 @@ void DeepseekV4::forward(const ForwardBatch& batch, kv::StatePool& pool, std::ve
   logits.resize(static_cast<size_t>(rows * V));
   if (rows == 0) return;
   TensorView picked = workspace_.f32({rows, n, D});
-  for (int64_t r = 0; r < rows; ++r) {
-    const int64_t t = batch.logit_rows[static_cast<size_t>(r)];
-    DEEPINFER_CHECK(t >= 0 && t < T, "forward: logit row {} outside the step's {} tokens", t, T);
-    std::memcpy(picked.f32() + r * n * D, X.f32() + t * n * D, static_cast<size_t>(n * D) * sizeof(float));
-  }
+  be.gather_rows(X, batch.logit_rows, picked);
   TensorView hidden = workspace_.f32({rows, D});
   be.mhc_head({weights_->hc_head_fn.data(), weights_->hc_head_base.data(), weights_->hc_head_scale.data()}, mhc_,
               picked, hidden);
   be.rms_norm(hidden, weights_->norm.data(), eps, hidden);
-  be.linear(weights_->head, hidden, TensorView::f32(logits.data(), {rows, V}));
+  TensorView out_logits = workspace_.f32({rows, V});
+  be.linear(weights_->head, hidden, out_logits);
+  be.copy_to_host(logits.data(), out_logits.data, static_cast<size_t>(rows * V) * sizeof(float));
 }
 
 }  // namespace deepinfer::model::deepseek_v4

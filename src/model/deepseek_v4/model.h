@@ -21,7 +21,7 @@ class DeepseekV4 final : public CausalLM {
   void forward(const ForwardBatch& batch, kv::StatePool& pool, std::vector<float>& logits) const override;
   std::vector<ParameterGroup> parameter_summary() const override;
   StateFootprint state_footprint() const override;
-  const backend::Backend& backend() const override { return *backend_; }
+  backend::Backend& backend() const override { return *backend_; }
 
  private:
   struct Step;  // the step's batch, state and workspace, passed through the layer functions
