@@ -51,7 +51,7 @@ void* HostAllocator::do_allocate(size_t bytes, size_t alignment) {
 }
 
 void HostAllocator::do_deallocate(void* p, size_t bytes, size_t alignment) noexcept {
-  ::operator delete(p, bytes, std::align_val_t{alignment});
+  ::operator delete(p, std::align_val_t{alignment});  // unsized: clang 14 has no sized deallocation by default
 }
 
 Buffer::Buffer(size_t bytes, Allocator& allocator)

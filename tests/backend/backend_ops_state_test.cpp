@@ -3,7 +3,9 @@
 // and MODELS.md, over several sequences per step with out-of-order block tables and slots.
 //
 // Pools start filled with a NaN sentinel: memory an op must not read poisons its output, and
-// memory it must not write is checked bit for bit afterwards.
+// memory it must not write is checked bit for bit afterwards. The pools live in the backend's memory
+// (kv::StatePool on Backend::allocator()); tests build their contents in a host mirror, upload it,
+// and download it again to check what the ops wrote.
 #include <algorithm>
 #include <cmath>
 #include <numeric>
@@ -12,6 +14,7 @@
 #include "backend/cpu/ops.h"  // torch_top_k_indices: the documented TopKTies::Reference selection
 #include "backend_ops_util.h"
 #include "kv/state_layout.h"
+#include "kv/state_pool.h"
 
 namespace deepinfer::backend_ops_test {
 namespace {
@@ -44,18 +47,38 @@ kv::StateLayout test_layout() {
   return kv::plan_layout(specs, kBlockTokens);
 }
 
+// A state pool in the backend's memory and a host mirror of it. `storage` (backend memory) is what
+// the ops get; `host` addresses the mirror the same way, for filling entries and for the references.
+// Both start as the sentinel; upload() sends the mirror to the backend, download() refreshes it
+// from there (after every op issued so far has finished).
 struct Pools {
-  std::vector<float> slots, blocks;
-  backend::StateStorage storage;
-  Pools(const kv::StateLayout& layout, int64_t num_slots, int64_t num_blocks)
-      : slots(static_cast<size_t>(num_slots * layout.slot_elems), kSentinel),
-        blocks(static_cast<size_t>(num_blocks * layout.block_elems), kSentinel) {
-    storage.dtype = DType::F32;
-    storage.slots = slots.data();
-    storage.blocks = blocks.data();
-    storage.slot_elems = layout.slot_elems;
-    storage.block_elems = layout.block_elems;
-    storage.block_tokens = layout.block_tokens;
+  backend::Backend& be;
+  kv::StatePool pool;
+  std::vector<float> slots, blocks;  // the mirror
+  backend::StateStorage storage, host;
+  Pools(backend::Backend& backend, const kv::StateLayout& layout, int64_t num_slots, int64_t num_blocks)
+      : be(backend),
+        pool(layout, num_slots, num_blocks, backend.allocator()),
+        slots(static_cast<size_t>(num_slots * layout.slot_elems), kSentinel),
+        blocks(static_cast<size_t>(num_blocks * layout.block_elems), kSentinel),
+        storage(pool.storage()),
+        host(storage) {
+    EXPECT_EQ(storage.dtype, DType::F32) << "test bug: these pools hold float32";
+    host.slots = slots.data();
+    host.blocks = blocks.data();
+    upload();
+  }
+  Pools(const Pools&) = delete;
+  Pools& operator=(const Pools&) = delete;
+
+  void upload() {
+    be.copy_to_backend(storage.slots, slots.data(), slots.size() * sizeof(float));
+    be.copy_to_backend(storage.blocks, blocks.data(), blocks.size() * sizeof(float));
+  }
+  void download() {
+    be.synchronize();
+    be.copy_to_host(slots.data(), storage.slots, slots.size() * sizeof(float));
+    be.copy_to_host(blocks.data(), storage.blocks, blocks.size() * sizeof(float));
   }
 };
 
@@ -149,7 +172,6 @@ std::vector<double> ref_compress(const CompressorLayout& c, const std::vector<fl
 }
 
 TEST_P(BackendOps, CompressOverlappingAndNot) {
-  check_host_backend(*be);
   const kv::StateLayout layout = test_layout();
   struct Which {
     const char* label;
@@ -174,7 +196,7 @@ TEST_P(BackendOps, CompressOverlappingAndNot) {
     for (size_t i = 0; i < kSeqs.size(); ++i)
       want.push_back(ref_compress(c, kv[i], gate[i], ape, norm, eps, inv_freq, kSeqs[i].length));
 
-    Pools pools(layout, kSlots, kBlocks);
+    Pools pools(*be, layout, kSlots, kBlocks);
     std::vector<int64_t> done(kSeqs.size(), 0);
     for (size_t step = 0; step < kSchedule.size(); ++step) {
       const auto seqs = slices_of(kSchedule[step]);
@@ -186,9 +208,11 @@ TEST_P(BackendOps, CompressOverlappingAndNot) {
         done[s] += count;
       }
       const auto T = static_cast<int64_t>(step_kv.size()) / width;
-      const auto slots_before = pools.slots;
-      be->compress(c, {ape.data(), norm.data(), eps}, backend::RopeFreqs{inv_freq, 1.0f}, view_f32(step_kv, {T, width}),
-                   view_f32(step_gate, {T, width}), seqs, pools.storage);
+      const auto slots_before = pools.slots;  // the mirror holds what the backend holds
+      const auto d_kv = on_device(step_kv), d_gate = on_device(step_gate);
+      be->compress(c, {ape.data(), norm.data(), eps}, backend::RopeFreqs{inv_freq, 1.0f}, d_kv.view({T, width}),
+                   d_gate.view({T, width}), seqs, pools.storage);
+      pools.download();
 
       // Every completed entry so far matches; every other block element is untouched.
       std::vector<bool> written(pools.blocks.size(), false);
@@ -266,7 +290,6 @@ void expect_selection(const int32_t* row, int64_t top_k, const std::vector<doubl
 }
 
 TEST_P(BackendOps, IndexerSelectBothTiePolicies) {
-  check_host_backend(*be);
   const kv::StateLayout layout = test_layout();
   const CompressorLayout keys = *layout.layers[1].indexer;
   const int64_t nh = 2, ihd = keys.head_dim, rate = keys.rate;  // 2 heads: relu zeros tie often
@@ -281,7 +304,7 @@ TEST_P(BackendOps, IndexerSelectBothTiePolicies) {
   const std::vector<Case> cases = {{1, {3, 0, 5, 2, 7, 6}, 40, 6, true},
                                    {0, {8, 1}, 0, 9, false},
                                    {2, {4, 11, 9, 10, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21}, 105, 1, true}};
-  Pools pools(layout, 3, 22);
+  Pools pools(*be, layout, 3, 22);
   std::vector<SeqSlice> seqs;
   int64_t T = 0;
   for (const auto& c : cases) {
@@ -290,7 +313,8 @@ TEST_P(BackendOps, IndexerSelectBothTiePolicies) {
   }
   // Keys of every entry each sequence holds after the step, written where the layout says.
   for (const auto& sl : seqs)
-    for (int64_t e = 0; e < (sl.start + sl.count) / rate; ++e) fill_entry(pools.storage, sl, keys, e, [&] { return nonzero(); });
+    for (int64_t e = 0; e < (sl.start + sl.count) / rate; ++e) fill_entry(pools.host, sl, keys, e, [&] { return nonzero(); });
+  pools.upload();
   auto q = randoms(static_cast<size_t>(T * nh * ihd));
   std::vector<float> head_weights(static_cast<size_t>(T * nh));
   for (size_t s = 0; s < cases.size(); ++s)
@@ -300,21 +324,23 @@ TEST_P(BackendOps, IndexerSelectBothTiePolicies) {
         head_weights[static_cast<size_t>(t * nh + h)] = cases[s].positive_weights ? std::fabs(w) : w;
       }
   const float head_weight_scale = 1.0f / std::sqrt(static_cast<float>(nh)), score_scale = 1.0f / std::sqrt(static_cast<float>(ihd));
+  const auto d_q = on_device(q), d_head_weights = on_device(head_weights);
   const auto blocks_before = pools.blocks;
   for (auto ties : {backend::TopKTies::Reference, backend::TopKTies::LowerIndex})
     for (int64_t top_k : {3, 9, 16, 40}) {
       const std::string what = std::string(ties == backend::TopKTies::Reference ? "reference" : "lower-index") +
                                " ties, top_k " + std::to_string(top_k);
-      std::vector<int32_t> selected(static_cast<size_t>(T * top_k), -7);
-      be->indexer_select(keys, view_f32(q, {T, nh, ihd}), view_f32(head_weights, {T, nh}), head_weight_scale, score_scale,
-                         top_k, ties, seqs, pools.storage, view_i32(selected, {T, top_k}));
+      auto d_selected = DeviceI32::filled(*be, static_cast<size_t>(T * top_k), -7);
+      be->indexer_select(keys, d_q.view({T, nh, ihd}), d_head_weights.view({T, nh}), head_weight_scale, score_scale,
+                         top_k, ties, seqs, pools.storage, d_selected.view({T, top_k}));
+      const auto selected = d_selected.download();
       for (const auto& sl : seqs)
         for (int64_t i = 0; i < sl.count; ++i) {
           const int64_t t = sl.begin + i, pos = sl.start + i;
           const int64_t held = (sl.start + sl.count) / rate, visible = std::min((pos + 1) / rate, held);
           std::vector<double> scores(static_cast<size_t>(visible));
           for (int64_t j = 0; j < visible; ++j) {
-            const float* k = pools.storage.entry(sl, keys, j);
+            const float* k = pools.host.entry(sl, keys, j);
             double s = 0;
             for (int64_t h = 0; h < nh; ++h) {
               double d = 0;
@@ -326,6 +352,7 @@ TEST_P(BackendOps, IndexerSelectBothTiePolicies) {
           expect_selection(selected.data() + t * top_k, top_k, scores, held, ties,
                            what + ", token at position " + std::to_string(pos));
         }
+      pools.download();
       ASSERT_TRUE(std::equal(pools.blocks.begin(), pools.blocks.end(), blocks_before.begin(), same_bits))
           << "indexer_select wrote the pools";
     }
@@ -334,11 +361,10 @@ TEST_P(BackendOps, IndexerSelectBothTiePolicies) {
 // ---------------------------------------------------------------- store_window
 
 TEST_P(BackendOps, StoreWindowKeepsTheLastWindowRows) {
-  check_host_backend(*be);
   const kv::StateLayout layout = test_layout();
   for (size_t layer : {0u, 1u}) {
     const backend::WindowLayout wl = layout.layers[layer].window;
-    Pools pools(layout, kSlots, 1);
+    Pools pools(*be, layout, kSlots, 1);
     // Fewer tokens than the window, more than the window (wrapping twice), a decode.
     const std::vector<std::tuple<int32_t, int64_t, int64_t>> parts = {{3, 0, 3}, {1, 7, 12}, {0, 4, 1}};
     std::vector<SeqSlice> seqs;
@@ -348,9 +374,11 @@ TEST_P(BackendOps, StoreWindowKeepsTheLastWindowRows) {
       seqs.push_back({T, count, start, slot, no_blocks});
       T += count;
     }
-    auto kv = randoms(static_cast<size_t>(T * wl.head_dim));
+    const auto kv = randoms(static_cast<size_t>(T * wl.head_dim));
+    const auto d_kv = on_device(kv);
     const auto before = pools.slots;
-    be->store_window(wl, view_f32(kv, {T, wl.head_dim}), seqs, pools.storage);
+    be->store_window(wl, d_kv.view({T, wl.head_dim}), seqs, pools.storage);
+    pools.download();
     std::vector<float> want = before;
     for (const auto& sl : seqs)
       for (int64_t i = std::max<int64_t>(0, sl.count - wl.window); i < sl.count; ++i)
@@ -440,7 +468,6 @@ std::vector<double> ref_attention(const std::vector<float>& q, const std::vector
 }
 
 TEST_P(BackendOps, SparseAttentionWindowEntriesSinks) {
-  check_host_backend(*be);
   const kv::StateLayout layout = test_layout();
   const int64_t hd = kHeadDim;
   for (int64_t H : {3, 37})  // 37: more heads than a backend may group per work item, and not a multiple
@@ -452,11 +479,12 @@ TEST_P(BackendOps, SparseAttentionWindowEntriesSinks) {
       if (mode == Entries::Selected && layer != 1) continue;  // selection is CSA's
       const std::string what = std::to_string(H) + " heads, layer " + std::to_string(layer) +
                                (mode == Entries::None ? " window only" : mode == Entries::All ? " all completed entries" : " selected entries");
-      Pools pools(layout, 4, 10);
+      Pools pools(*be, layout, 4, 10);
       const std::vector<SeqSlice> seqs = attention_slices();
       const int64_t T = tokens_of(seqs);
-      fill_step_state(pools.storage, seqs, wl, comp ? std::vector{comp} : std::vector<const CompressorLayout*>{},
+      fill_step_state(pools.host, seqs, wl, comp ? std::vector{comp} : std::vector<const CompressorLayout*>{},
                       [&] { return nonzero(); });
+      pools.upload();
       auto q = randoms(static_cast<size_t>(T * H * hd), 1.5f), kv = randoms(static_cast<size_t>(T * hd));
       const auto sink = randoms(static_cast<size_t>(H), 2.0f);
       const int64_t k_sel = 3;
@@ -471,14 +499,18 @@ TEST_P(BackendOps, SparseAttentionWindowEntriesSinks) {
             selected[static_cast<size_t>((sl.begin + i) * k_sel + j)] = all[static_cast<size_t>(j)];
         }
       const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-      std::vector<float> out(static_cast<size_t>(T * H * hd), NAN);
+      auto out = nan_output(static_cast<size_t>(T * H * hd));
+      const auto d_q = on_device(q), d_kv = on_device(kv);
+      const auto d_selected = on_device(selected);
       const auto slots_before = pools.slots, blocks_before = pools.blocks;
-      const TensorView sel_view = mode == Entries::Selected ? view_i32(selected, {T, k_sel}) : TensorView{};
-      be->sparse_attention(view_f32(q, {T, H, hd}), view_f32(kv, {T, hd}), wl, comp, sel_view, sink.data(), scale, seqs,
-                           pools.storage, view_f32(out, {T, H, hd}));
+      const TensorView sel_view = mode == Entries::Selected ? d_selected.view({T, k_sel}) : TensorView{};
+      be->sparse_attention(d_q.view({T, H, hd}), d_kv.view({T, hd}), wl, comp, sel_view, sink.data(), scale, seqs,
+                           pools.storage, out.view({T, H, hd}));
+      // From the state as uploaded (the mirror, not yet refreshed).
       const auto want = ref_attention(q, kv, wl, comp, mode == Entries::Selected ? &selected : nullptr, k_sel, sink, scale,
-                                      seqs, pools.storage, H);
-      EXPECT_CLOSE(out, want, what);
+                                      seqs, pools.host, H);
+      EXPECT_CLOSE(out.download(), want, what);
+      pools.download();
       EXPECT_TRUE(std::equal(pools.slots.begin(), pools.slots.end(), slots_before.begin(), same_bits)) << what << ": wrote slots";
       EXPECT_TRUE(std::equal(pools.blocks.begin(), pools.blocks.end(), blocks_before.begin(), same_bits)) << what << ": wrote blocks";
     }
@@ -492,38 +524,45 @@ TEST_P(BackendOps, SparseAttentionWindowEntriesSinks) {
 class BackendOpsStateInvariant : public BackendOps {};
 
 TEST_P(BackendOpsStateInvariant, SequencesAloneMatchTheBatchBitForBit) {
-  check_host_backend(*be);
   const kv::StateLayout layout = test_layout();
   const backend::WindowLayout wl = layout.layers[1].window;
   const CompressorLayout comp = *layout.layers[1].compressor, keys = *layout.layers[1].indexer;
   const int64_t H = 3, hd = kHeadDim, nh = 2, ihd = keys.head_dim, top_k = 4;
-  Pools pools(layout, 4, 10);
+  Pools pools(*be, layout, 4, 10);
   const std::vector<SeqSlice> seqs = attention_slices();
   const int64_t T = tokens_of(seqs);
-  fill_step_state(pools.storage, seqs, wl, {&comp, &keys}, [&] { return nonzero(); });
+  fill_step_state(pools.host, seqs, wl, {&comp, &keys}, [&] { return nonzero(); });
+  pools.upload();
   auto q = randoms(static_cast<size_t>(T * H * hd)), kv = randoms(static_cast<size_t>(T * hd)),
        iq = randoms(static_cast<size_t>(T * nh * ihd)), hw = randoms(static_cast<size_t>(T * nh));
   const auto sink = randoms(static_cast<size_t>(H));
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  std::vector<int32_t> selected(static_cast<size_t>(T * top_k));
-  std::vector<float> out(static_cast<size_t>(T * H * hd));
-  be->indexer_select(keys, view_f32(iq, {T, nh, ihd}), view_f32(hw, {T, nh}), 0.7f, 0.25f, top_k,
-                     backend::TopKTies::LowerIndex, seqs, pools.storage, view_i32(selected, {T, top_k}));
-  be->sparse_attention(view_f32(q, {T, H, hd}), view_f32(kv, {T, hd}), wl, &comp, view_i32(selected, {T, top_k}),
-                       sink.data(), scale, seqs, pools.storage, view_f32(out, {T, H, hd}));
+  const auto d_q = on_device(q), d_kv = on_device(kv), d_iq = on_device(iq), d_hw = on_device(hw);
+  auto d_selected = DeviceI32::filled(*be, static_cast<size_t>(T * top_k), -7);
+  auto d_out = nan_output(static_cast<size_t>(T * H * hd));
+  be->indexer_select(keys, d_iq.view({T, nh, ihd}), d_hw.view({T, nh}), 0.7f, 0.25f, top_k,
+                     backend::TopKTies::LowerIndex, seqs, pools.storage, d_selected.view({T, top_k}));
+  be->sparse_attention(d_q.view({T, H, hd}), d_kv.view({T, hd}), wl, &comp, d_selected.view({T, top_k}),
+                       sink.data(), scale, seqs, pools.storage, d_out.view({T, H, hd}));
+  const auto selected = d_selected.download();
+  const auto out = d_out.download();
   for (const auto& sl : seqs) {
     const int64_t n = sl.count, b = sl.begin;
     const std::vector<SeqSlice> alone = {{0, n, sl.start, sl.slot, sl.blocks}};
-    std::vector<float> q1(q.begin() + b * H * hd, q.begin() + (b + n) * H * hd), kv1(kv.begin() + b * hd, kv.begin() + (b + n) * hd),
-        iq1(iq.begin() + b * nh * ihd, iq.begin() + (b + n) * nh * ihd), hw1(hw.begin() + b * nh, hw.begin() + (b + n) * nh),
-        out1(static_cast<size_t>(n * H * hd));
-    std::vector<int32_t> sel1(static_cast<size_t>(n * top_k));
-    be->indexer_select(keys, view_f32(iq1, {n, nh, ihd}), view_f32(hw1, {n, nh}), 0.7f, 0.25f, top_k,
-                       backend::TopKTies::LowerIndex, alone, pools.storage, view_i32(sel1, {n, top_k}));
+    const auto slice = [&](const std::vector<float>& v, int64_t per_token) {
+      return on_device(std::vector<float>(v.begin() + b * per_token, v.begin() + (b + n) * per_token));
+    };
+    const auto d_q1 = slice(q, H * hd), d_kv1 = slice(kv, hd), d_iq1 = slice(iq, nh * ihd), d_hw1 = slice(hw, nh);
+    auto d_sel1 = DeviceI32::filled(*be, static_cast<size_t>(n * top_k), -7);
+    auto d_out1 = nan_output(static_cast<size_t>(n * H * hd));
+    be->indexer_select(keys, d_iq1.view({n, nh, ihd}), d_hw1.view({n, nh}), 0.7f, 0.25f, top_k,
+                       backend::TopKTies::LowerIndex, alone, pools.storage, d_sel1.view({n, top_k}));
+    const auto sel1 = d_sel1.download();
     EXPECT_TRUE(std::equal(sel1.begin(), sel1.end(), selected.begin() + b * top_k))
         << "indexer_select: sequence at slot " << sl.slot << " alone differs from the batch";
-    be->sparse_attention(view_f32(q1, {n, H, hd}), view_f32(kv1, {n, hd}), wl, &comp, view_i32(sel1, {n, top_k}),
-                         sink.data(), scale, alone, pools.storage, view_f32(out1, {n, H, hd}));
+    be->sparse_attention(d_q1.view({n, H, hd}), d_kv1.view({n, hd}), wl, &comp, d_sel1.view({n, top_k}),
+                         sink.data(), scale, alone, pools.storage, d_out1.view({n, H, hd}));
+    const auto out1 = d_out1.download();
     EXPECT_TRUE(std::equal(out1.begin(), out1.end(), out.begin() + b * H * hd, same_bits))
         << "sparse_attention: sequence at slot " << sl.slot << " alone differs from the batch";
   }

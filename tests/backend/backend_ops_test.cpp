@@ -39,10 +39,11 @@ TEST_P(BackendOps, LinearEveryWeightFormat) {
   for (const auto& lc : cases) {
     const StoredWeight& w = keep(make_weight(rng, lc.dtype, rows, cols, lc.scales, lc.block));
     for (int64_t T : {1, 2, 3, 70}) {  // GEMV-sized and GEMM-sized calls
-      auto x = randoms(static_cast<size_t>(T * cols));
-      std::vector<float> y(static_cast<size_t>(T * rows), NAN);
-      be->linear(w.w, view_f32(x, {T, cols}), view_f32(y, {T, rows}));
-      EXPECT_CLOSE(y, ref_linear(w, x, T), std::string(lc.label) + " T=" + std::to_string(T));
+      const auto x = randoms(static_cast<size_t>(T * cols));
+      const auto dx = on_device(x);
+      auto y = nan_output(static_cast<size_t>(T * rows));
+      be->linear(w.w, dx.view({T, cols}), y.view({T, rows}));
+      EXPECT_CLOSE(y.download(), ref_linear(w, x, T), std::string(lc.label) + " T=" + std::to_string(T));
     }
   }
 }
@@ -52,9 +53,10 @@ TEST_P(BackendOps, GroupedLinearIsBlockDiagonal) {
   for (DType dtype : {DType::BF16, DType::F8_E4M3}) {
     const StoredWeight& w = keep(make_weight(rng, dtype, G * R, C, dtype == DType::F8_E4M3 ? Scales::E8M0Blocks : Scales::None,
                                        32));
-    auto x = randoms(static_cast<size_t>(T * G * C));
-    std::vector<float> y(static_cast<size_t>(T * G * R), NAN);
-    be->grouped_linear(w.w, G, view_f32(x, {T, G * C}), view_f32(y, {T, G * R}));
+    const auto x = randoms(static_cast<size_t>(T * G * C));
+    const auto dx = on_device(x);
+    auto y = nan_output(static_cast<size_t>(T * G * R));
+    be->grouped_linear(w.w, G, dx.view({T, G * C}), y.view({T, G * R}));
     std::vector<double> want(y.size());
     for (int64_t t = 0; t < T; ++t)
       for (int64_t g = 0; g < G; ++g)
@@ -63,7 +65,7 @@ TEST_P(BackendOps, GroupedLinearIsBlockDiagonal) {
           for (int64_t c = 0; c < C; ++c) s += w.at(g * R + r, c) * x[static_cast<size_t>(t * G * C + g * C + c)];
           want[static_cast<size_t>(t * G * R + g * R + r)] = s;
         }
-    EXPECT_CLOSE(y, want, std::string("grouped_linear ") + std::string(dtype_name(dtype)));
+    EXPECT_CLOSE(y.download(), want, std::string("grouped_linear ") + std::string(dtype_name(dtype)));
   }
 }
 
@@ -74,14 +76,46 @@ TEST_P(BackendOps, EmbedCopiesWidenedRows) {
     for (int64_t copies : {1, 4}) {
       std::vector<int32_t> ids = {5, 0, 36, 5, 17, 2};
       const auto T = static_cast<int64_t>(ids.size());
-      std::vector<float> out(static_cast<size_t>(T * copies * D), NAN);
-      be->embed(table.w, ids, view_f32(out, {T, copies, D}));
+      auto out = nan_output(static_cast<size_t>(T * copies * D));
+      be->embed(table.w, ids, out.view({T, copies, D}));  // ids: host memory
       std::vector<double> want(out.size());
       for (int64_t t = 0; t < T; ++t)
         for (int64_t i = 0; i < copies; ++i)
           for (int64_t d = 0; d < D; ++d) want[static_cast<size_t>((t * copies + i) * D + d)] = table.at(ids[t], d);
-      EXPECT_CLOSE(out, want, std::string("embed ") + std::string(dtype_name(dtype)) + " copies " + std::to_string(copies));
+      EXPECT_CLOSE(out.download(), want, std::string("embed ") + std::string(dtype_name(dtype)) + " copies " + std::to_string(copies));
     }
+  }
+}
+
+TEST_P(BackendOps, GatherRowsPicksLeadingRows) {
+  const int64_t T = 9, H = 3, D = 8;
+  const auto src = randoms(static_cast<size_t>(T * H * D));
+  const auto d_src = on_device(src);
+  // One row, the last and first rows, repeats and more rows than the source has.
+  const std::vector<std::vector<int64_t>> picks = {{8}, {0, 8, 3}, {4, 4, 1, 0, 7, 2, 5, 6, 3, 8, 0}};
+  for (const auto& rows : picks) {
+    const auto R = static_cast<int64_t>(rows.size());
+    std::vector<float> want(static_cast<size_t>(R * H * D));
+    for (int64_t i = 0; i < R; ++i)
+      std::copy_n(src.begin() + rows[static_cast<size_t>(i)] * H * D, H * D, want.begin() + i * H * D);
+    const std::string what = "gather_rows of " + std::to_string(R) + " rows";
+    for (bool flat : {false, true}) {  // [T, H, D] and [T, H*D]: rows are over the leading dimension only
+      auto dst = nan_output(want.size());
+      if (flat)
+        be->gather_rows(d_src.view({T, H * D}), rows, dst.view({R, H * D}));  // rows: host memory
+      else
+        be->gather_rows(d_src.view({T, H, D}), rows, dst.view({R, H, D}));
+      const auto got = dst.download();
+      EXPECT_CLOSE(got, std::vector<double>(want.begin(), want.end()), what + (flat ? " (flat)" : ""));
+      EXPECT_EQ(got, want) << what << (flat ? " (flat)" : "") << ": a gather must copy rows exactly";
+    }
+  }
+  EXPECT_EQ(d_src.download(), src) << "gather_rows wrote its source";
+  for (const std::vector<int64_t>& bad : {std::vector<int64_t>{0, T}, std::vector<int64_t>{-1}, std::vector<int64_t>{T + 100}}) {
+    auto dst = nan_output(bad.size() * static_cast<size_t>(H * D));
+    EXPECT_THROW(be->gather_rows(d_src.view({T, H, D}), bad, dst.view({static_cast<int64_t>(bad.size()), H, D})),
+                 deepinfer::Error)
+        << "row " << bad.back() << " is outside [0, " << T << ")";
   }
 }
 
@@ -101,18 +135,20 @@ TEST_P(BackendOps, RmsNormWeightedUnweightedInPlace) {
   const float eps = 1e-6f;
   auto weight = randoms(static_cast<size_t>(n));
   for (float scale : {0.01f, 1.0f, 30.0f}) {  // eps matters at the small scale
-    auto x = randoms(static_cast<size_t>(T * H * n), scale);
-    std::vector<float> out(x.size(), NAN);
-    be->rms_norm(view_f32(x, {T, H, n}), weight.data(), eps, view_f32(out, {T, H, n}));
-    EXPECT_CLOSE(out, ref_rms_norm(x, n, weight.data(), eps), "weighted, scale " + std::to_string(scale));
-    std::fill(out.begin(), out.end(), NAN);
-    be->rms_norm(view_f32(x, {T * H, n}), nullptr, eps, view_f32(out, {T * H, n}));
-    EXPECT_CLOSE(out, ref_rms_norm(x, n, nullptr, eps), "unweighted, scale " + std::to_string(scale));
-    const auto want = ref_rms_norm(x, n, weight.data(), 0.5);
-    be->rms_norm(view_f32(x, {T, H * n / 2, 2}), nullptr, 0.5f, view_f32(out, {T, H * n / 2, 2}));
-    EXPECT_CLOSE(out, ref_rms_norm(x, 2, nullptr, 0.5), "last dimension only");
-    be->rms_norm(view_f32(x, {T, H, n}), weight.data(), 0.5f, view_f32(x, {T, H, n}));  // out aliases x
-    EXPECT_CLOSE(x, want, "in place, scale " + std::to_string(scale));
+    const auto x = randoms(static_cast<size_t>(T * H * n), scale);
+    auto dx = on_device(x);
+    auto out = nan_output(x.size());
+    be->rms_norm(dx.view({T, H, n}), weight.data(), eps, out.view({T, H, n}));
+    EXPECT_CLOSE(out.download(), ref_rms_norm(x, n, weight.data(), eps), "weighted, scale " + std::to_string(scale));
+    out.upload(std::vector<float>(x.size(), NAN));
+    be->rms_norm(dx.view({T * H, n}), nullptr, eps, out.view({T * H, n}));
+    EXPECT_CLOSE(out.download(), ref_rms_norm(x, n, nullptr, eps), "unweighted, scale " + std::to_string(scale));
+    out.upload(std::vector<float>(x.size(), NAN));
+    be->rms_norm(dx.view({T, H * n / 2, 2}), nullptr, 0.5f, out.view({T, H * n / 2, 2}));
+    EXPECT_CLOSE(out.download(), ref_rms_norm(x, 2, nullptr, 0.5), "last dimension only");
+    // In place: out aliases x, both the one backend tensor (still holding x: the calls above only read it).
+    be->rms_norm(dx.view({T, H, n}), weight.data(), 0.5f, dx.view({T, H, n}));
+    EXPECT_CLOSE(dx.download(), ref_rms_norm(x, n, weight.data(), 0.5), "in place, scale " + std::to_string(scale));
   }
 }
 
@@ -129,8 +165,9 @@ TEST_P(BackendOps, RopeForwardAndInverse) {
       for (int64_t t = 0; t < T; ++t)
         for (int64_t h = 0; h < heads; ++h)
           ref_rope(want.data() + (t * heads + h) * hd, hd, inv_freq, factor, positions[t], inverse);
-      be->rope(view_f32(x, {T, heads, hd}), positions, backend::RopeFreqs{inv_freq, factor}, inverse);
-      EXPECT_CLOSE(x, want, std::string(inverse ? "inverse" : "forward") + " rope, attention factor " +
+      auto dx = on_device(x);
+      be->rope(dx.view({T, heads, hd}), positions, backend::RopeFreqs{inv_freq, factor}, inverse);  // in place
+      EXPECT_CLOSE(dx.download(), want, std::string(inverse ? "inverse" : "forward") + " rope, attention factor " +
                                 std::to_string(factor));
     }
   }
@@ -138,9 +175,10 @@ TEST_P(BackendOps, RopeForwardAndInverse) {
   auto x = randoms(static_cast<size_t>(T * heads * hd));
   const std::vector<double> original(x.begin(), x.end());
   std::vector<int64_t> positions = {0, 1, 17, 300, 4095, 77};
-  be->rope(view_f32(x, {T, heads, hd}), positions, backend::RopeFreqs{inv_freq, 1.0f}, false);
-  be->rope(view_f32(x, {T, heads, hd}), positions, backend::RopeFreqs{inv_freq, 1.0f}, true);
-  EXPECT_CLOSE(x, original, "rope then inverse rope");
+  auto dx = on_device(x);
+  be->rope(dx.view({T, heads, hd}), positions, backend::RopeFreqs{inv_freq, 1.0f}, false);
+  be->rope(dx.view({T, heads, hd}), positions, backend::RopeFreqs{inv_freq, 1.0f}, true);
+  EXPECT_CLOSE(dx.download(), original, "rope then inverse rope");
 }
 
 // ---------------------------------------------------------------- mHC
@@ -242,17 +280,17 @@ TEST_P(BackendOps, MhcPreAllHcMultsAndSinkhornRounds) {
       p.norm_eps = 1e-5f;
       const int64_t rows = (2 + n) * n;
       const MhcData& w = keep(random_mhc(rows, n * D, 3, rng));
-      auto residual = randoms(static_cast<size_t>(T * n * D));
-      std::vector<float> input(static_cast<size_t>(T * D), NAN), post(static_cast<size_t>(T * n), NAN),
-          comb(static_cast<size_t>(T * n * n), NAN);
-      be->mhc_pre(w.weights(), p, view_f32(residual, {T, n, D}), view_f32(input, {T, D}), view_f32(post, {T, n}),
-                  view_f32(comb, {T, n, n}));
+      const auto residual = randoms(static_cast<size_t>(T * n * D));
+      const auto d_residual = on_device(residual);
+      auto input = nan_output(static_cast<size_t>(T * D)), post = nan_output(static_cast<size_t>(T * n)),
+           comb = nan_output(static_cast<size_t>(T * n * n));
+      be->mhc_pre(w.weights(), p, d_residual.view({T, n, D}), input.view({T, D}), post.view({T, n}), comb.view({T, n, n}));
       std::vector<double> want_input, want_post, want_comb;
       ref_mhc_pre(w, p, residual, T, D, want_input, want_post, want_comb);
       const std::string what = "hc_mult " + std::to_string(n) + " sinkhorn " + std::to_string(iters);
-      EXPECT_CLOSE(input, want_input, "mhc_pre input, " + what);
-      EXPECT_CLOSE(post, want_post, "mhc_pre post, " + what);
-      EXPECT_CLOSE(comb, want_comb, "mhc_pre comb, " + what);
+      EXPECT_CLOSE(input.download(), want_input, "mhc_pre input, " + what);
+      EXPECT_CLOSE(post.download(), want_post, "mhc_pre post, " + what);
+      EXPECT_CLOSE(comb.download(), want_comb, "mhc_pre comb, " + what);
     }
   }
 }
@@ -260,8 +298,8 @@ TEST_P(BackendOps, MhcPreAllHcMultsAndSinkhornRounds) {
 TEST_P(BackendOps, MhcPostMixesCopiesTransposed) {
   const int64_t T = 4, D = 12;
   for (int64_t n : {4, 20}) {
-    auto residual = randoms(static_cast<size_t>(T * n * D)), out = randoms(static_cast<size_t>(T * D)),
-         post = randoms(static_cast<size_t>(T * n)), comb = randoms(static_cast<size_t>(T * n * n));
+    const auto residual = randoms(static_cast<size_t>(T * n * D)), out = randoms(static_cast<size_t>(T * D)),
+               post = randoms(static_cast<size_t>(T * n)), comb = randoms(static_cast<size_t>(T * n * n));
     std::vector<double> want(residual.size());
     for (int64_t t = 0; t < T; ++t)
       for (int64_t k = 0; k < n; ++k)
@@ -270,8 +308,10 @@ TEST_P(BackendOps, MhcPostMixesCopiesTransposed) {
           for (int64_t j = 0; j < n; ++j) s += static_cast<double>(comb[(t * n + j) * n + k]) * residual[(t * n + j) * D + d];
           want[static_cast<size_t>((t * n + k) * D + d)] = s;
         }
-    be->mhc_post(view_f32(residual, {T, n, D}), view_f32(out, {T, D}), view_f32(post, {T, n}), view_f32(comb, {T, n, n}));
-    EXPECT_CLOSE(residual, want, "mhc_post hc_mult " + std::to_string(n));
+    auto d_residual = on_device(residual);  // updated in place
+    const auto d_out = on_device(out), d_post = on_device(post), d_comb = on_device(comb);
+    be->mhc_post(d_residual.view({T, n, D}), d_out.view({T, D}), d_post.view({T, n}), d_comb.view({T, n, n}));
+    EXPECT_CLOSE(d_residual.download(), want, "mhc_post hc_mult " + std::to_string(n));
   }
 }
 
@@ -283,9 +323,10 @@ TEST_P(BackendOps, MhcHeadCollapsesCopies) {
     p.hc_eps = 1e-3f;
     p.norm_eps = 1e-5f;
     const MhcData& w = keep(random_mhc(n, n * D, 1, rng));
-    auto residual = randoms(static_cast<size_t>(T * n * D));
-    std::vector<float> hidden(static_cast<size_t>(T * D), NAN);
-    be->mhc_head(w.weights(), p, view_f32(residual, {T, n, D}), view_f32(hidden, {T, D}));
+    const auto residual = randoms(static_cast<size_t>(T * n * D));
+    const auto d_residual = on_device(residual);
+    auto hidden = nan_output(static_cast<size_t>(T * D));
+    be->mhc_head(w.weights(), p, d_residual.view({T, n, D}), hidden.view({T, D}));
     const auto mix = ref_mix(residual, w.fn, T, n * D, n, p.norm_eps);
     std::vector<double> want(hidden.size(), 0.0);
     for (int64_t t = 0; t < T; ++t)
@@ -293,7 +334,7 @@ TEST_P(BackendOps, MhcHeadCollapsesCopies) {
         const double pre = ref_sigmoid(mix[static_cast<size_t>(t * n + i)] * w.scale[0] + w.base[i]) + p.hc_eps;
         for (int64_t d = 0; d < D; ++d) want[static_cast<size_t>(t * D + d)] += pre * residual[(t * n + i) * D + d];
       }
-    EXPECT_CLOSE(hidden, want, "mhc_head hc_mult " + std::to_string(n));
+    EXPECT_CLOSE(hidden.download(), want, "mhc_head hc_mult " + std::to_string(n));
   }
 }
 
@@ -375,10 +416,13 @@ TEST_P(BackendOps, MoeRouteScoringBiasHashNorm) {
       p.tid2eid = rc.hash ? tid2eid.data() : nullptr;
       p.tid2eid_rows = rc.hash ? vocab : 0;
       p.ties = ties;
-      const auto logits_in = logits;  // the op may reuse its logits as scratch
-      std::vector<int32_t> experts(static_cast<size_t>(T * K), -7);
-      std::vector<float> weights(static_cast<size_t>(T * K), NAN);
-      be->moe_route(p, view_f32(logits, {T, E}), ids, view_i32(experts, {T, K}), view_f32(weights, {T, K}));
+      const auto logits_in = logits;  // the op may reuse its logits as scratch: only its device copy
+      auto d_logits = on_device(logits);
+      auto d_experts = DeviceI32::filled(*be, static_cast<size_t>(T * K), -7);
+      auto d_weights = nan_output(static_cast<size_t>(T * K));
+      be->moe_route(p, d_logits.view({T, E}), ids, d_experts.view({T, K}), d_weights.view({T, K}));
+      const auto experts = d_experts.download();
+      const auto weights = d_weights.download();
       for (int64_t t = 0; t < T; ++t) {
         std::vector<double> score(static_cast<size_t>(E)), biased(static_cast<size_t>(E));
         for (int64_t e = 0; e < E; ++e) score[e] = ref_score(rc.scoring, logits_in[t * E + e]);
@@ -425,9 +469,12 @@ TEST_P(BackendOps, MoeRouteExactTies) {
     p.scoring = backend::ScoringFunc::Sigmoid;
     p.top_k = K;
     p.ties = ties;
-    std::vector<int32_t> ids(static_cast<size_t>(T), 0), experts(static_cast<size_t>(T * K), -7);
-    std::vector<float> weights(static_cast<size_t>(T * K), NAN);
-    be->moe_route(p, view_f32(logits, {T, E}), ids, view_i32(experts, {T, K}), view_f32(weights, {T, K}));
+    std::vector<int32_t> ids(static_cast<size_t>(T), 0);
+    auto d_logits = on_device(logits);  // scratch to the op
+    auto d_experts = DeviceI32::filled(*be, static_cast<size_t>(T * K), -7);
+    auto d_weights = nan_output(static_cast<size_t>(T * K));
+    be->moe_route(p, d_logits.view({T, E}), ids, d_experts.view({T, K}), d_weights.view({T, K}));
+    const auto experts = d_experts.download();
     for (int64_t t = 0; t < T; ++t) {
       std::vector<double> score(static_cast<size_t>(E));
       std::vector<float> score_f(static_cast<size_t>(E));
@@ -492,8 +539,11 @@ TEST_P(BackendOps, MoeExpertsSwigluWithClampsAndSharedExpert) {
         do chosen[t * K + 1] = static_cast<int32_t>(uniform_int(0, E - 2)); while (chosen[t * K + 1] == chosen[t * K]);
       }
       auto weights = randoms(static_cast<size_t>(T * K));
-      std::vector<float> out(static_cast<size_t>(T * D), NAN);
-      be->moe_experts(mw, view_f32(x, {T, D}), view_i32(chosen, {T, K}), view_f32(weights, {T, K}), view_f32(out, {T, D}));
+      const auto dx = on_device(x);
+      const auto d_chosen = on_device(chosen);
+      const auto d_weights = on_device(weights);
+      auto out = nan_output(static_cast<size_t>(T * D));
+      be->moe_experts(mw, dx.view({T, D}), d_chosen.view({T, K}), d_weights.view({T, K}), out.view({T, D}));
       std::vector<double> want(out.size());
       for (int64_t t = 0; t < T; ++t) {
         auto row = ref_swiglu(shared, x.data() + t * D, D, limit);
@@ -503,7 +553,7 @@ TEST_P(BackendOps, MoeExpertsSwigluWithClampsAndSharedExpert) {
         }
         std::copy(row.begin(), row.end(), want.begin() + t * D);
       }
-      EXPECT_CLOSE(out, want, std::string("moe_experts ") + std::string(dtype_name(routed_dtype)) + " limit " +
+      EXPECT_CLOSE(out.download(), want, std::string("moe_experts ") + std::string(dtype_name(routed_dtype)) + " limit " +
                                   std::to_string(limit));
     }
   }
@@ -519,12 +569,16 @@ TEST_P(BackendOpsInvariant, RowsDoNotDependOnTheBatch) {
   const int64_t T = 70, rows = 96, cols = 128;
   for (DType dtype : {DType::F32, DType::BF16, DType::F4_E2M1}) {
     const StoredWeight& w = keep(make_weight(rng, dtype, rows, cols, dtype == DType::F4_E2M1 ? Scales::E8M0Blocks : Scales::None, 32));
-    auto x = randoms(static_cast<size_t>(T * cols));
-    std::vector<float> all(static_cast<size_t>(T * rows));
-    be->linear(w.w, view_f32(x, {T, cols}), view_f32(all, {T, rows}));
+    const auto x = randoms(static_cast<size_t>(T * cols));
+    const auto dx = on_device(x);
+    auto d_all = nan_output(static_cast<size_t>(T * rows));
+    be->linear(w.w, dx.view({T, cols}), d_all.view({T, rows}));
+    const auto all = d_all.download();
     for (int64_t t : {0, 1, 33, 69}) {
-      std::vector<float> xr(x.begin() + t * cols, x.begin() + (t + 1) * cols), yr(static_cast<size_t>(rows));
-      be->linear(w.w, view_f32(xr, {1, cols}), view_f32(yr, {1, rows}));
+      const auto dxr = on_device(std::vector<float>(x.begin() + t * cols, x.begin() + (t + 1) * cols));
+      auto d_yr = nan_output(static_cast<size_t>(rows));
+      be->linear(w.w, dxr.view({1, cols}), d_yr.view({1, rows}));
+      const auto yr = d_yr.download();
       EXPECT_TRUE(std::equal(yr.begin(), yr.end(), all.begin() + t * rows))
           << "linear " << dtype_name(dtype) << ": row " << t << " alone differs from the batch";
     }
@@ -540,13 +594,19 @@ TEST_P(BackendOpsInvariant, RowsDoNotDependOnTheBatch) {
   std::vector<int32_t> chosen(static_cast<size_t>(T * K));
   for (int64_t t = 0; t < T; ++t) chosen[t * K] = static_cast<int32_t>(t % E), chosen[t * K + 1] = static_cast<int32_t>((t + 1) % E);
   auto weights = randoms(static_cast<size_t>(T * K));
-  std::vector<float> all(static_cast<size_t>(T * D));
-  be->moe_experts(mw, view_f32(x, {T, D}), view_i32(chosen, {T, K}), view_f32(weights, {T, K}), view_f32(all, {T, D}));
+  const auto dx = on_device(x);
+  const auto d_chosen = on_device(chosen);
+  const auto d_weights = on_device(weights);
+  auto d_all = nan_output(static_cast<size_t>(T * D));
+  be->moe_experts(mw, dx.view({T, D}), d_chosen.view({T, K}), d_weights.view({T, K}), d_all.view({T, D}));
+  const auto all = d_all.download();
   for (int64_t t : {0, 5, 69}) {
-    std::vector<float> xr(x.begin() + t * D, x.begin() + (t + 1) * D), wr(weights.begin() + t * K, weights.begin() + (t + 1) * K),
-        yr(static_cast<size_t>(D));
-    std::vector<int32_t> cr(chosen.begin() + t * K, chosen.begin() + (t + 1) * K);
-    be->moe_experts(mw, view_f32(xr, {1, D}), view_i32(cr, {1, K}), view_f32(wr, {1, K}), view_f32(yr, {1, D}));
+    const auto dxr = on_device(std::vector<float>(x.begin() + t * D, x.begin() + (t + 1) * D)),
+               dwr = on_device(std::vector<float>(weights.begin() + t * K, weights.begin() + (t + 1) * K));
+    const auto dcr = on_device(std::vector<int32_t>(chosen.begin() + t * K, chosen.begin() + (t + 1) * K));
+    auto d_yr = nan_output(static_cast<size_t>(D));
+    be->moe_experts(mw, dxr.view({1, D}), dcr.view({1, K}), dwr.view({1, K}), d_yr.view({1, D}));
+    const auto yr = d_yr.download();
     EXPECT_TRUE(std::equal(yr.begin(), yr.end(), all.begin() + t * D)) << "moe_experts: token " << t << " alone differs";
   }
 }

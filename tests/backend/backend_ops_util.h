@@ -5,8 +5,10 @@
 // fails on NaN/Inf. The double-precision references live in the test files, written from the
 // documented semantics of backend/backend.h (and MODELS.md), not from any backend's code.
 //
-// Data stays in host memory: when a device backend joins, `to_backend` / `from_backend` below are
-// the only places that must learn to copy (today they check the backend runs on the CPU).
+// Every activation and output an op sees lives in the backend's own memory (DeviceTensor below,
+// from Backend::allocator()): inputs are uploaded with copy_to_backend, outputs start as NaN there
+// and are downloaded with copy_to_host after synchronize(), so a device backend runs this suite
+// unchanged. Weights, token ids, positions and block tables stay host memory, as backend.h says.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -18,9 +20,11 @@
 #include <random>
 #include <sstream>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "backend/backend.h"
+#include "core/buffer.h"
 #include "core/dtype.h"
 
 namespace deepinfer::backend_ops_test {
@@ -65,6 +69,60 @@ inline uint64_t run_seed() {
   return seed;
 }
 
+// --- host <-> backend (see the header comment) ---
+template <typename T>
+constexpr DType dtype_of() {
+  static_assert(std::is_same_v<T, float> || std::is_same_v<T, int32_t>, "DeviceTensor holds F32 or I32");
+  return std::is_same_v<T, float> ? DType::F32 : DType::I32;
+}
+
+// `size()` elements of T in backend memory (a Buffer from be.allocator()), with host copies in
+// and out. download() waits for every op issued so far, so it always sees their results.
+template <typename T>
+class DeviceTensor {
+ public:
+  DeviceTensor(backend::Backend& be, size_t n) : be_(&be), n_(n), buf_(n * sizeof(T), be.allocator()) {}
+  // Of v's size, holding v.
+  DeviceTensor(backend::Backend& be, const std::vector<T>& v) : DeviceTensor(be, v.size()) { upload(v); }
+  // n copies of `value` (NaN / -7 for outputs: an op that skips an element leaves it there).
+  static DeviceTensor filled(backend::Backend& be, size_t n, T value) {
+    DeviceTensor t(be, n);
+    t.upload(std::vector<T>(n, value));
+    return t;
+  }
+
+  size_t size() const { return n_; }
+  T* data() const { return buf_.as<T>(); }
+
+  void upload(const std::vector<T>& v) {
+    if (v.size() != n_) {
+      ADD_FAILURE() << "test bug: uploading " << v.size() << " values into a device tensor of " << n_;
+      return;
+    }
+    if (n_) be_->copy_to_backend(buf_.data(), v.data(), n_ * sizeof(T));
+  }
+  std::vector<T> download() const {
+    std::vector<T> v(n_);
+    be_->synchronize();
+    if (n_) be_->copy_to_host(v.data(), buf_.data(), n_ * sizeof(T));
+    return v;
+  }
+  // A contiguous view of all of it (the shape must cover exactly size() elements).
+  TensorView view(std::initializer_list<int64_t> dims) const {
+    TensorView t = buf_.view(dtype_of<T>(), dims);
+    EXPECT_EQ(t.numel(), static_cast<int64_t>(n_)) << "test bug: view shape does not match its data";
+    return t;
+  }
+
+ private:
+  backend::Backend* be_;
+  size_t n_;
+  Buffer buf_;
+};
+
+using DeviceF32 = DeviceTensor<float>;
+using DeviceI32 = DeviceTensor<int32_t>;
+
 class BackendOps : public testing::TestWithParam<BackendCase> {
  protected:
   void SetUp() override {
@@ -99,6 +157,14 @@ class BackendOps : public testing::TestWithParam<BackendCase> {
     return std::uniform_int_distribution<int64_t>(lo, hi)(rng);
   }
 
+  // Host data uploaded into a fresh tensor in the backend's memory.
+  template <typename T>
+  DeviceTensor<T> on_device(const std::vector<T>& host) {
+    return DeviceTensor<T>(*be, host);
+  }
+  // An output in the backend's memory, every element NaN until the op writes it.
+  DeviceF32 nan_output(size_t n) { return DeviceF32::filled(*be, n, NAN); }
+
   // Weights (and mHC mixers) live, unchanged, as long as the backend: a backend may keep derived
   // forms of them keyed by their address (the CPU backend repacks each weight once). Tests make
   // every weight through keep(), so no weight's storage is freed and reused while the backend lives.
@@ -119,23 +185,6 @@ class BackendOps : public testing::TestWithParam<BackendCase> {
  private:
   std::unique_ptr<testing::ScopedTrace> trace_;
 };
-
-// --- host <-> backend (see the header comment) ---
-inline void check_host_backend(const backend::Backend& be) {
-  ASSERT_EQ(be.device(), Device::CPU) << "backend " << be.name()
-                                      << " runs on a device: teach to_backend/from_backend to copy";
-}
-
-inline TensorView view_f32(std::vector<float>& v, std::initializer_list<int64_t> dims) {
-  TensorView t = TensorView::f32(v.data(), dims);
-  EXPECT_EQ(t.numel(), static_cast<int64_t>(v.size())) << "test bug: view shape does not match its data";
-  return t;
-}
-inline TensorView view_i32(std::vector<int32_t>& v, std::initializer_list<int64_t> dims) {
-  TensorView t = TensorView::i32(v.data(), dims);
-  EXPECT_EQ(t.numel(), static_cast<int64_t>(v.size())) << "test bug: view shape does not match its data";
-  return t;
-}
 
 // --- comparison ---
 // max |got - want| / (range of want), +Inf on a size mismatch or any non-finite value (so NaN fails),
