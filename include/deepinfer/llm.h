@@ -56,6 +56,8 @@ struct EngineConfig {
   std::optional<bool> batch_invariant;
   // Base of the seeds given to requests without one; unset: random per LLM.
   std::optional<uint64_t> seed;
+  // Backend: "cpu" or "cuda"; empty = DEEPINFER_DEVICE from the environment, else "cpu".
+  std::string device;
   // Weight-loading progress: (bytes done, bytes total).
   std::function<void(size_t, size_t)> load_progress;
 };

@@ -5,17 +5,44 @@
 #include "backend/cpu/cpu_backend.h"
 #include "core/error.h"
 
+#ifdef DEEPINFER_HAVE_CUDA
+#include <cuda_runtime.h>
+
+#include "backend/cuda/cuda_backend.h"
+#endif
+
 namespace deepinfer::backend {
+
+namespace {
+bool cuda_device_visible() {
+#ifdef DEEPINFER_HAVE_CUDA
+  int count = 0;
+  return cudaGetDeviceCount(&count) == cudaSuccess && count > 0;
+#else
+  return false;
+#endif
+}
+}  // namespace
 
 std::unique_ptr<Backend> make_cpu_backend(const BackendOptions& options) {
   return std::make_unique<cpu::CpuBackend>(options);
 }
 
-std::vector<std::string> available_backends() { return {"cpu"}; }
+std::vector<std::string> available_backends() {
+  std::vector<std::string> names = {"cpu"};
+  if (cuda_device_visible()) names.push_back("cuda");
+  return names;
+}
 
 std::unique_ptr<Backend> make_backend(std::string_view name, const BackendOptions& options) {
   if (name == "cpu") return make_cpu_backend(options);
-  fail("unknown backend '{}' (available: cpu)", name);
+#ifdef DEEPINFER_HAVE_CUDA
+  if (name == "cuda") return std::make_unique<cuda::CudaBackend>(options);
+  fail("unknown backend '{}' (built: cpu, cuda)", name);
+#else
+  if (name == "cuda") fail("this deepinfer was built without CUDA (configure with -DDEEPINFER_CUDA=ON)");
+  fail("unknown backend '{}' (built: cpu)", name);
+#endif
 }
 
 }  // namespace deepinfer::backend

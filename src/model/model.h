@@ -40,6 +40,10 @@ struct LoadOptions {
   // Every op computes each row with the same arithmetic whatever else is in the step (and top-k
   // ties go to the lower index): results do not depend on batching or chunking.
   bool batch_invariant = false;
+  // The backend the forward runs on: "cpu" or "cuda" (backend::available_backends()). Default:
+  // DEEPINFER_DEVICE from the environment, else "cpu".
+  std::string device = default_device();
+  static std::string default_device();
 };
 
 // LoadOptions with the settings the environment asks for (DEEPINFER_BATCH_INVARIANT=1).
@@ -51,7 +55,9 @@ class CausalLM;
 // path for tests and tools that run a single sequence. It goes through the same batched forward.
 class SequenceState {
  public:
-  explicit SequenceState(const kv::StateLayout& layout);
+  // Host pools grow a block at a time; device pools (other allocators) are sized once for
+  // `max_positions` tokens.
+  SequenceState(const kv::StateLayout& layout, Allocator& allocator, int64_t max_positions);
   ~SequenceState();
   int64_t length() const { return length_; }
   size_t bytes() const;  // pool memory this state holds

@@ -11,6 +11,11 @@
 
 namespace deepinfer::model {
 
+std::string LoadOptions::default_device() {
+  const char* v = std::getenv("DEEPINFER_DEVICE");
+  return v && *v ? std::string(v) : std::string("cpu");
+}
+
 LoadOptions load_options_from_env() {
   LoadOptions options;
   if (const char* v = std::getenv("DEEPINFER_BATCH_INVARIANT"); v && std::string_view(v) == "1") {

@@ -43,6 +43,7 @@ struct GenerateArgs {
   bool print_ids = false;
   bool ignore_eos = false;
   int64_t threads = 0;
+  std::string device;
   int64_t prefill_chunk = 512;
   std::optional<std::string> kv_memory;
   int64_t max_num_seqs = 64;
@@ -109,6 +110,7 @@ EngineConfig engine_config(const GenerateArgs& args, std::function<void(size_t, 
   config.max_num_batched_tokens = args.max_num_batched_tokens;
   config.max_prefill_chunk = args.prefill_chunk;
   config.threads = args.threads;
+  config.device = args.device;
   config.seed = args.seed;
   config.load_progress = std::move(progress);
   return config;
@@ -409,6 +411,10 @@ const CommandRegistration registration{Command{
       sub.add_flag("--ignore-eos", args->ignore_eos, "Keep generating past EOS (for benchmarks)");
       sub.add_option("--threads", args->threads, "CPU threads (default: all cores, or DEEPINFER_THREADS)")
           ->check(CLI::PositiveNumber);
+      sub.add_option("--device", args->device,
+                     "Backend to run on: cpu or cuda (cuda needs a build with -DDEEPINFER_CUDA=ON and a GPU). "
+                     "Default: DEEPINFER_DEVICE, else cpu")
+          ->check(CLI::IsMember({"cpu", "cuda"}));
       sub.add_option("--prefill-chunk", args->prefill_chunk, "Most prompt tokens of one sequence per step")
           ->default_val(512)
           ->check(CLI::PositiveNumber);

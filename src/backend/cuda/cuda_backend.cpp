@@ -1,0 +1,134 @@
+// The CUDA backend's plumbing: device memory, host copies, weight mirrors, per-op staging.
+#include <cstring>
+
+#include "backend/cuda/cuda_backend.h"
+
+namespace deepinfer::cuda {
+
+void* CudaAllocator::do_allocate(size_t bytes, size_t alignment) {
+  void* p = nullptr;
+  const cudaError_t status = cudaMalloc(&p, bytes);  // 256-byte aligned, more than any alignment asked
+  if (status != cudaSuccess) {
+    (void)cudaGetLastError();  // clear the sticky-free error state
+    fail("out of device memory allocating {} bytes ({})", bytes, cudaGetErrorString(status));
+  }
+  DEEPINFER_CHECK(reinterpret_cast<uintptr_t>(p) % alignment == 0, "cudaMalloc returned memory aligned below {}",
+                  alignment);
+  return p;
+}
+
+void CudaAllocator::do_deallocate(void* p, size_t, size_t) noexcept { cudaFree(p); }
+
+CudaBackend::CudaBackend(const backend::BackendOptions& options) : options_(options) {
+  int count = 0;
+  DEEPINFER_CUDA_CHECK(cudaGetDeviceCount(&count));
+  DEEPINFER_CHECK(count > 0, "the CUDA backend needs a GPU; none is visible");
+  DEEPINFER_CUDA_CHECK(cudaSetDevice(0));
+}
+
+CudaBackend::~CudaBackend() { cudaDeviceSynchronize(); }
+
+void CudaBackend::copy_to_backend(void* dst, const void* host_src, size_t bytes) {
+  if (bytes) DEEPINFER_CUDA_CHECK(cudaMemcpy(dst, host_src, bytes, cudaMemcpyHostToDevice));
+}
+
+void CudaBackend::copy_to_host(void* host_dst, const void* src, size_t bytes) {
+  if (bytes) DEEPINFER_CUDA_CHECK(cudaMemcpy(host_dst, src, bytes, cudaMemcpyDeviceToHost));
+}
+
+void CudaBackend::synchronize() { DEEPINFER_CUDA_CHECK(cudaDeviceSynchronize()); }
+
+const DeviceWeight& CudaBackend::weight(const WeightMatrix& w) {
+  DEEPINFER_CHECK(w.valid(), "CUDA backend: weight has no data");
+  const WeightKey key{w.data, w.rows, w.cols, static_cast<int>(w.dtype), w.scale, w.block_rows, w.block_cols};
+  std::lock_guard lock(mutex_);
+  if (auto it = weights_.find(key); it != weights_.end()) return it->second.first;
+  DeviceWeight d;
+  d.host = w;
+  d.host.keep_alive = nullptr;
+  std::vector<Buffer> owned;
+  const size_t data_bytes = w.dtype == DType::F4_E2M1 ? static_cast<size_t>(w.rows * (w.cols / 2))
+                                                      : static_cast<size_t>(w.rows * w.cols) * (dtype_bits(w.dtype) / 8);
+  owned.emplace_back(data_bytes, allocator_);
+  copy_to_backend(owned.back().data(), w.data, data_bytes);
+  d.data = owned.back().data();
+  if (w.scale) {
+    size_t scale_bytes = 0;
+    if (w.dtype == DType::F4_E2M1) {
+      scale_bytes = static_cast<size_t>(w.rows * w.scale_cols);
+    } else {
+      const int64_t scale_rows = (w.rows + w.block_rows - 1) / w.block_rows;
+      scale_bytes = static_cast<size_t>(scale_rows * w.scale_cols) * (w.scale_dtype == DType::F32 ? 4 : 1);
+    }
+    owned.emplace_back(scale_bytes, allocator_);
+    copy_to_backend(owned.back().data(), w.scale, scale_bytes);
+    d.scale = owned.back().data();
+  }
+  auto [it, inserted] = weights_.emplace(key, std::make_pair(d, std::move(owned)));
+  return it->second.first;
+}
+
+const float* CudaBackend::floats(const float* host, size_t count) {
+  DEEPINFER_CHECK(host || count == 0, "CUDA backend: null weight array");
+  std::lock_guard lock(mutex_);
+  const auto key = std::make_pair(static_cast<const void*>(host), count * sizeof(float));
+  if (auto it = arrays_.find(key); it != arrays_.end()) return it->second.as<float>();
+  Buffer b(std::max<size_t>(count, 1) * sizeof(float), allocator_);
+  copy_to_backend(b.data(), host, count * sizeof(float));
+  auto [it, inserted] = arrays_.emplace(key, std::move(b));
+  return it->second.as<float>();
+}
+
+const int32_t* CudaBackend::ints(const int32_t* host, size_t count) {
+  return reinterpret_cast<const int32_t*>(floats(reinterpret_cast<const float*>(host), count));
+}
+
+void* CudaBackend::stage_bytes(const void* host, size_t bytes) {
+  const size_t need = (std::max<size_t>(bytes, 1) + 255) / 256 * 256;
+  while (staging_chunk_ < staging_.size() && staging_used_ + need > staging_[staging_chunk_].size()) {
+    ++staging_chunk_;
+    staging_used_ = 0;
+  }
+  if (staging_chunk_ == staging_.size()) {
+    staging_.emplace_back(std::max<size_t>(need, size_t{1} << 20), allocator_);
+    staging_used_ = 0;
+  }
+  std::byte* p = staging_[staging_chunk_].data() + staging_used_;
+  staging_used_ += need;
+  copy_to_backend(p, host, bytes);
+  return p;
+}
+
+CudaBackend::StagedSeqs CudaBackend::stage_seqs(std::span<const backend::SeqSlice> seqs, int64_t tokens,
+                                                const backend::StateStorage& state) {
+  StagedSeqs out;
+  std::vector<int32_t> tables;
+  int64_t covered = 0;
+  for (const auto& s : seqs) {
+    DEEPINFER_CHECK(s.begin == covered && s.count >= 1 && s.start >= 0,
+                    "sequence slices must tile the step's tokens in order (slice at {} with {} tokens, expected {})",
+                    s.begin, s.count, covered);
+    DEEPINFER_CHECK(static_cast<int64_t>(s.blocks.size()) * state.block_tokens >= s.start + s.count,
+                    "block table of {} blocks does not cover {} positions", s.blocks.size(), s.start + s.count);
+    out.host.push_back({s.begin, s.count, s.start, s.slot, static_cast<int32_t>(tables.size())});
+    tables.insert(tables.end(), s.blocks.begin(), s.blocks.end());
+    covered += s.count;
+  }
+  DEEPINFER_CHECK(covered == tokens, "sequence slices cover {} tokens, the step has {}", covered, tokens);
+  out.seqs = stage(std::span<const DeviceSeq>(out.host));
+  out.blocks = stage(std::span<const int32_t>(tables));
+  out.count = static_cast<int32_t>(out.host.size());
+  return out;
+}
+
+void* CudaBackend::scratch(size_t bytes, int which) {
+  if (scratch_.size() <= static_cast<size_t>(which)) scratch_.resize(static_cast<size_t>(which) + 1);
+  Buffer& b = scratch_[static_cast<size_t>(which)];
+  if (b.size() < bytes) {
+    synchronize();  // a kernel may still read the old buffer
+    b = Buffer(bytes, allocator_);
+  }
+  return b.data();
+}
+
+}  // namespace deepinfer::cuda

@@ -1,0 +1,142 @@
+#pragma once
+// The CUDA backend (Hopper SM90 first). Host side (g++): validation, weight mirrors, staging and
+// launches; kernels live in *.cu files behind plain launcher functions (*_kernels.h).
+// The CUDA backend: every op of backend.h as CUDA kernels on one stream.
+// Activations and state pools live in device memory from allocator(); weights arrive as host views
+// (backend.h) and are mirrored to the device once, on first use, in their stored dtype. Per-step
+// metadata (token ids, positions, sequence slices, block tables) is uploaded per call into a small
+// device staging area. This first version favours straightforward kernels checked against the
+// CPU op by test_backend_ops; the kernels issue (#13) takes them to the floor.
+#include <cuda_runtime.h>
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <tuple>
+#include <vector>
+
+#include "backend/backend.h"
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/device_types.h"
+
+namespace deepinfer::cuda {
+
+// Plain cudaMalloc / cudaFree (never managed memory), counted by the Allocator base.
+class CudaAllocator final : public Allocator {
+ public:
+  Device device() const override { return Device::CUDA; }
+  std::string_view name() const override { return "cuda"; }
+
+ protected:
+  void* do_allocate(size_t bytes, size_t alignment) override;
+  void do_deallocate(void* p, size_t bytes, size_t alignment) noexcept override;
+};
+
+// A weight matrix mirrored on the device: stored bytes and scales, with the host description.
+struct DeviceWeight {
+  WeightMatrix host;  // rows, cols, dtype, block sizes (its pointers are host pointers)
+  const std::byte* data = nullptr;
+  const std::byte* scale = nullptr;
+  DevMatrix dev() const {
+    return {static_cast<int>(host.dtype), host.rows, host.cols, reinterpret_cast<const uint8_t*>(data),
+            reinterpret_cast<const uint8_t*>(scale), static_cast<int>(host.scale_dtype), host.scale_cols,
+            host.block_rows, host.block_cols};
+  }
+};
+
+class CudaBackend final : public backend::Backend {
+ public:
+  explicit CudaBackend(const backend::BackendOptions& options);
+  ~CudaBackend() override;
+
+  std::string_view name() const override { return "cuda"; }
+  Device device() const override { return Device::CUDA; }
+  bool batch_invariant() const override { return options_.batch_invariant; }
+
+  Allocator& allocator() override { return allocator_; }
+  void copy_to_backend(void* dst, const void* host_src, size_t bytes) override;
+  void copy_to_host(void* host_dst, const void* src, size_t bytes) override;
+  void synchronize() override;
+
+  void linear(const WeightMatrix& w, TensorView x, TensorView y) override;
+  void grouped_linear(const WeightMatrix& w, int64_t groups, TensorView x, TensorView y) override;
+  void gather_rows(TensorView src, std::span<const int64_t> rows, TensorView dst) override;
+  void embed(const WeightMatrix& table, std::span<const int32_t> ids, TensorView out) override;
+  void rms_norm(TensorView x, const float* weight, float eps, TensorView out) override;
+  void rope(TensorView x, std::span<const int64_t> positions, const backend::RopeFreqs& freqs, bool inverse) override;
+
+  void mhc_pre(const backend::MhcWeights& w, const backend::MhcParams& p, TensorView residual, TensorView input,
+               TensorView post, TensorView comb) override;
+  void mhc_post(TensorView residual, TensorView out, TensorView post, TensorView comb) override;
+  void mhc_head(const backend::MhcWeights& w, const backend::MhcParams& p, TensorView residual,
+                TensorView hidden) override;
+
+  void compress(const backend::CompressorLayout& c, const backend::CompressorWeights& w,
+                const backend::RopeFreqs& freqs, TensorView kv, TensorView gate,
+                std::span<const backend::SeqSlice> seqs, const backend::StateStorage& state) override;
+  void indexer_select(const backend::CompressorLayout& keys, TensorView q, TensorView head_weights,
+                      float head_weight_scale, float score_scale, int64_t top_k, backend::TopKTies ties,
+                      std::span<const backend::SeqSlice> seqs, const backend::StateStorage& state,
+                      TensorView selected) override;
+  void store_window(const backend::WindowLayout& wl, TensorView kv, std::span<const backend::SeqSlice> seqs,
+                    const backend::StateStorage& state) override;
+  void sparse_attention(TensorView q, TensorView kv, const backend::WindowLayout& wl,
+                        const backend::CompressorLayout* entries, TensorView selected, const float* sink, float scale,
+                        std::span<const backend::SeqSlice> seqs, const backend::StateStorage& state,
+                        TensorView out) override;
+
+  void moe_route(const backend::RoutingParams& p, TensorView logits, std::span<const int32_t> token_ids,
+                 TensorView experts, TensorView weights) override;
+  void moe_experts(const backend::MoeWeights& w, TensorView x, TensorView experts, TensorView weights,
+                   TensorView out) override;
+
+  // --- helpers for the op files ---
+  cudaStream_t stream() const { return nullptr; }  // the legacy default stream (see begin_op)
+  // The device mirror of a weight matrix / of a host float array (uploaded on first use).
+  const DeviceWeight& weight(const WeightMatrix& w);
+  const float* floats(const float* host, size_t count);
+  const int32_t* ints(const int32_t* host, size_t count);
+  // Per-op staging: copies host data into device scratch that stays valid until the next op
+  // begins (begin_op). Everything runs on the legacy default stream and cudaMemcpy from the host
+  // waits for earlier kernels, so a later op's upload never overwrites data a kernel still reads.
+  void begin_op() { staging_used_ = 0; staging_chunk_ = 0; }
+  template <typename T>
+  T* stage(std::span<const T> host) {
+    return static_cast<T*>(stage_bytes(host.data(), host.size_bytes()));
+  }
+  // The step's sequences as DeviceSeq plus their concatenated block tables.
+  struct StagedSeqs {
+    const DeviceSeq* seqs = nullptr;
+    const int32_t* blocks = nullptr;
+    int32_t count = 0;
+    std::vector<DeviceSeq> host;  // the same, on the host (for launch sizing)
+  };
+  StagedSeqs stage_seqs(std::span<const backend::SeqSlice> seqs, int64_t tokens, const backend::StateStorage& state);
+  static DevState dev_state(const backend::StateStorage& s) {
+    return {s.slots, s.blocks, s.slot_elems, s.block_elems, s.block_tokens};
+  }
+  static DevCompressor dev_compressor(const backend::CompressorLayout& c) {
+    return {c.rate, c.head_dim, c.width, c.overlap, c.slot_offset, c.block_offset, c.entries_per_block};
+  }
+  DevRope dev_rope(const backend::RopeFreqs& f) {
+    return {floats(f.inv_freq.data(), f.inv_freq.size()), f.half(), f.attention_factor};
+  }
+  // Scratch device memory for one op (reused across calls; contents undefined).
+  void* scratch(size_t bytes, int which = 0);
+
+ private:
+  void* stage_bytes(const void* host, size_t bytes);
+
+  backend::BackendOptions options_;
+  CudaAllocator allocator_;
+  std::mutex mutex_;
+  using WeightKey = std::tuple<const void*, int64_t, int64_t, int, const void*, int64_t, int64_t>;
+  std::map<WeightKey, std::pair<DeviceWeight, std::vector<Buffer>>> weights_;
+  std::map<std::pair<const void*, size_t>, Buffer> arrays_;
+  std::vector<Buffer> staging_;  // chunks; earlier chunks stay valid while an op stages more
+  size_t staging_chunk_ = 0, staging_used_ = 0;
+  std::vector<Buffer> scratch_;
+};
+
+}  // namespace deepinfer::cuda

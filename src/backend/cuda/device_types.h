@@ -1,0 +1,57 @@
+#pragma once
+// Plain structs shared by the backend's host code (.cpp, g++) and its kernels (.cu, nvcc). Kernel
+// files include only this and CUDA headers: nvcc's front end cannot compile fmt's compile-time
+// format checks, so nothing that includes core/error.h may be built by nvcc.
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace deepinfer::cuda {
+
+// A stored weight as kernels see it (by value). dtype / scale_dtype use core/dtype.h's DType
+// numbering: F32 0, F16 1, BF16 2, F8_E4M3 3, F8_E8M0 4, F4_E2M1 5.
+struct DevMatrix {
+  int dtype;
+  int64_t rows, cols;
+  const uint8_t* data;
+  const uint8_t* scale;
+  int scale_dtype;
+  int64_t scale_cols, block_rows, block_cols;
+};
+
+// One sequence of the step, on the device; its block table is blocks[block_offset ...].
+struct DeviceSeq {
+  int64_t begin, count, start;
+  int32_t slot;
+  int32_t block_offset;
+};
+
+// Rotary frequencies on the device.
+struct DevRope {
+  const float* inv_freq;  // [half]
+  int64_t half;
+  float attention_factor;
+};
+
+// The two state pools (as backend::StateStorage, F32).
+struct DevState {
+  float* slots;
+  float* blocks;
+  int64_t slot_elems, block_elems, block_tokens;
+};
+
+// A compressor's placement (as backend::CompressorLayout).
+struct DevCompressor {
+  int64_t rate, head_dim, width;
+  bool overlap;
+  int64_t slot_offset, block_offset, entries_per_block;
+};
+
+// Entry e of a compressor of sequence s.
+__host__ __device__ inline float* dev_entry(const DevState& st, const DeviceSeq& s, const int32_t* blocks,
+                                            const DevCompressor& c, int64_t e) {
+  const int32_t b = blocks[s.block_offset + e / c.entries_per_block];
+  return st.blocks + static_cast<int64_t>(b) * st.block_elems + c.block_offset + (e % c.entries_per_block) * c.head_dim;
+}
+
+}  // namespace deepinfer::cuda

@@ -1,0 +1,124 @@
+// CUDA dense ops, host side: shape checks, weight mirrors and staging, then the kernels of
+// dense_kernels.cu.
+#include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/dense_kernels.h"
+
+namespace deepinfer::cuda {
+
+namespace {
+
+int64_t rows_of(const TensorView& t) { return t.rank == 0 ? 0 : t.numel() / t.dim(t.rank - 1); }
+int64_t last_dim(const TensorView& t) { return t.dim(t.rank - 1); }
+
+void check_device_f32(const TensorView& t, const char* what) {
+  DEEPINFER_CHECK(t.dtype == DType::F32 && t.device == Device::CUDA && t.is_contiguous(),
+                  "{}: expected a contiguous F32 CUDA tensor", what);
+}
+
+}  // namespace
+
+void CudaBackend::gather_rows(TensorView src, std::span<const int64_t> rows, TensorView dst) {
+  begin_op();
+  check_device_f32(src, "gather_rows input");
+  check_device_f32(dst, "gather_rows output");
+  const int64_t T = src.rank ? src.dim(0) : 0, width = T ? src.numel() / T : 0;
+  const auto R = static_cast<int64_t>(rows.size());
+  DEEPINFER_CHECK(dst.numel() == R * width, "gather_rows: output holds {} values, {} rows of {} need {}", dst.numel(),
+                  R, width, R * width);
+  for (int64_t r : rows) DEEPINFER_CHECK(r >= 0 && r < T, "gather_rows: row {} outside [0, {})", r, T);
+  if (R == 0) return;
+  launch_gather_rows(src.f32(), stage(rows), R, width, dst.f32());
+  DEEPINFER_CUDA_LAUNCHED();
+}
+
+void CudaBackend::embed(const WeightMatrix& table, std::span<const int32_t> ids, TensorView out) {
+  begin_op();
+  check_device_f32(out, "embed output");
+  const auto T = static_cast<int64_t>(ids.size());
+  const int64_t D = table.cols, copies = out.numel() / std::max<int64_t>(1, T * D);
+  DEEPINFER_CHECK(out.numel() == T * copies * D && last_dim(out) == D, "embed: output does not hold {} x {} rows of {}",
+                  T, copies, D);
+  for (int32_t id : ids)
+    DEEPINFER_CHECK(id >= 0 && id < table.rows, "token id {} outside the embedding's {} rows", id, table.rows);
+  if (T == 0) return;
+  launch_embed(weight(table).dev(), stage(ids), T, copies, out.f32());
+  DEEPINFER_CUDA_LAUNCHED();
+}
+
+void CudaBackend::rms_norm(TensorView x, const float* weight_host, float eps, TensorView out) {
+  begin_op();
+  check_device_f32(x, "rms_norm input");
+  check_device_f32(out, "rms_norm output");
+  DEEPINFER_CHECK(out.numel() == x.numel(), "rms_norm: output size {} != input size {}", out.numel(), x.numel());
+  const int64_t n = last_dim(x);
+  launch_rms_norm(x.f32(), weight_host ? floats(weight_host, static_cast<size_t>(n)) : nullptr, eps, rows_of(x), n,
+                  out.f32());
+  DEEPINFER_CUDA_LAUNCHED();
+}
+
+void CudaBackend::rope(TensorView x, std::span<const int64_t> positions, const backend::RopeFreqs& freqs, bool inverse) {
+  begin_op();
+  check_device_f32(x, "rope input");
+  DEEPINFER_CHECK(x.rank == 3 && x.dim(0) == static_cast<int64_t>(positions.size()),
+                  "rope: expected [T, heads, head_dim] with T = {} positions", positions.size());
+  DEEPINFER_CHECK(2 * freqs.half() <= x.dim(2), "rope: {} rotary pairs do not fit a head of {}", freqs.half(), x.dim(2));
+  if (positions.empty()) return;
+  launch_rope(x.f32(), stage(positions), x.dim(0), x.dim(1), x.dim(2), dev_rope(freqs), inverse);
+  DEEPINFER_CUDA_LAUNCHED();
+}
+
+void CudaBackend::mhc_pre(const backend::MhcWeights& w, const backend::MhcParams& p, TensorView residual,
+                          TensorView input, TensorView post, TensorView comb) {
+  begin_op();
+  for (const auto* t : {&residual, &input, &post, &comb}) check_device_f32(*t, "mhc_pre tensor");
+  const int64_t n = p.hc_mult, D = last_dim(residual), T = rows_of(residual) / n, mix = (2 + n) * n;
+  DEEPINFER_CHECK(residual.numel() == T * n * D && input.numel() == T * D && post.numel() == T * n &&
+                      comb.numel() == T * n * n,
+                  "mhc_pre: tensors do not match T = {}, hc_mult = {}, D = {}", T, n, D);
+  if (T == 0) return;
+  auto* flat = static_cast<float*>(scratch(static_cast<size_t>(T * n * D) * sizeof(float), 0));
+  auto* mixes = static_cast<float*>(scratch(static_cast<size_t>(T * mix) * sizeof(float), 1));
+  auto* pre = static_cast<float*>(scratch(static_cast<size_t>(T * n) * sizeof(float), 2));
+  launch_mhc_mix(residual.f32(), T, n * D, p.norm_eps, floats(w.fn, static_cast<size_t>(mix * n * D)), mix, flat, mixes);
+  DEEPINFER_CUDA_LAUNCHED();
+  launch_mhc_weights(mixes, T, n, floats(w.base, static_cast<size_t>(mix)), floats(w.scale, 3), p.hc_eps,
+                     p.sinkhorn_iters, pre, post.f32(), comb.f32());
+  DEEPINFER_CUDA_LAUNCHED();
+  launch_mhc_premix(residual.f32(), pre, T, n, D, input.f32());
+  DEEPINFER_CUDA_LAUNCHED();
+}
+
+void CudaBackend::mhc_post(TensorView residual, TensorView out, TensorView post, TensorView comb) {
+  begin_op();
+  for (const auto* t : {&residual, &out, &post, &comb}) check_device_f32(*t, "mhc_post tensor");
+  const int64_t D = last_dim(out), T = rows_of(out), n = post.numel() / std::max<int64_t>(T, 1);
+  DEEPINFER_CHECK(residual.numel() == T * n * D && comb.numel() == T * n * n,
+                  "mhc_post: tensors do not match T = {}, hc_mult = {}, D = {}", T, n, D);
+  if (T == 0) return;
+  auto* old = static_cast<float*>(scratch(static_cast<size_t>(T * n * D) * sizeof(float), 0));
+  DEEPINFER_CUDA_CHECK(cudaMemcpy(old, residual.data, static_cast<size_t>(T * n * D) * sizeof(float),
+                                  cudaMemcpyDeviceToDevice));
+  launch_mhc_post(old, out.f32(), post.f32(), comb.f32(), T, n, D, residual.f32());
+  DEEPINFER_CUDA_LAUNCHED();
+}
+
+void CudaBackend::mhc_head(const backend::MhcWeights& w, const backend::MhcParams& p, TensorView residual,
+                           TensorView hidden) {
+  begin_op();
+  check_device_f32(residual, "mhc_head input");
+  check_device_f32(hidden, "mhc_head output");
+  const int64_t n = p.hc_mult, D = last_dim(hidden), rows = rows_of(hidden);
+  DEEPINFER_CHECK(residual.numel() == rows * n * D, "mhc_head: residual does not hold {} x {} x {}", rows, n, D);
+  if (rows == 0) return;
+  auto* flat = static_cast<float*>(scratch(static_cast<size_t>(rows * n * D) * sizeof(float), 0));
+  auto* mixes = static_cast<float*>(scratch(static_cast<size_t>(rows * n) * sizeof(float), 1));
+  auto* pre = static_cast<float*>(scratch(static_cast<size_t>(rows * n) * sizeof(float), 2));
+  launch_mhc_mix(residual.f32(), rows, n * D, p.norm_eps, floats(w.fn, static_cast<size_t>(n * n * D)), n, flat, mixes);
+  DEEPINFER_CUDA_LAUNCHED();
+  launch_mhc_head_weights(mixes, rows, n, floats(w.base, static_cast<size_t>(n)), floats(w.scale, 1), p.hc_eps, pre);
+  DEEPINFER_CUDA_LAUNCHED();
+  launch_mhc_premix(residual.f32(), pre, rows, n, D, hidden.f32());
+  DEEPINFER_CUDA_LAUNCHED();
+}
+
+}  // namespace deepinfer::cuda
