@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Runs on the GPU machine (after tools/gpu/build.sh here, with .gpu carried): every op of every
+# backend against double-precision references (test_backend: cpu and cuda), the fixture and kjv
+# parity tests and the batched-forward bit-identity tests with the model on CUDA, the engine tests
+# on CUDA, and a CLI generation on both devices; prints a summary table. Logs go to $OUT if set.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+root=$(pwd)
+out=${OUT:-/tmp/deepinfer-gpu}
+mkdir -p "$out"
+export LD_LIBRARY_PATH="$root/.gpu/lib:${LD_LIBRARY_PATH:-}"
+# The test binaries look for tests/data and models/ where they were built (/work/main).
+if [ "$root" != /work/main ] && [ ! -e /work/main ]; then mkdir -p /work && ln -s "$root" /work/main; fi
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$out/gpu.txt"
+declare -a rows
+run() {  # name, command...
+  local name=$1; shift
+  local start=$SECONDS
+  "$@" > "$out/$name.log" 2>&1
+  local rc=$?
+  local summary
+  summary=$(grep -E "^\[  PASSED  \]|^\[  FAILED  \] [0-9]+ test|tests? ran" "$out/$name.log" | tr '\n' ' ')
+  rows+=("$(printf '%-34s rc=%-3s %4ss  %s' "$name" "$rc" $((SECONDS - start)) "$summary")")
+  [ $rc -eq 0 ] || { echo "--- $name failed; last lines:"; grep -E "Failure|FAILED|error" "$out/$name.log" | head -30; }
+}
+run backend_ops .gpu/test_backend --gtest_filter='*BackendOps*'
+run model_parity_cuda env DEEPINFER_DEVICE=cuda .gpu/test_model
+run engine_cuda env DEEPINFER_DEVICE=cuda .gpu/test_engine
+for device in cpu cuda; do
+  run "generate_$device" .gpu/deepinfer generate --model models/kjv-tiny-v4 --device "$device" \
+    --prompt "Psalms 23:1 The LORD is my shepherd; I" --max-tokens 48 --temperature 0 --print-ids
+done
+ids_of() { grep -E '^[0-9]+( [0-9]+)*$' "$out/generate_$1.log" | tail -1; }
+if [ -n "$(ids_of cpu)" ] && [ "$(ids_of cpu)" = "$(ids_of cuda)" ]; then same=yes; else same=NO; fi
+echo
+printf '%s\n' "${rows[@]}" | tee "$out/summary.txt"
+echo "greedy ids, cpu vs cuda identical: $same" | tee -a "$out/summary.txt"
