@@ -96,6 +96,9 @@ class Backend {
   virtual std::string_view name() const = 0;
   virtual Device device() const = 0;
   virtual bool batch_invariant() const = 0;
+  // Whether TopKTies::Reference reproduces torch.topk's CPU tie order (the CPU backend does); a
+  // backend that does not breaks exact ties toward the lower index under both policies.
+  virtual bool reproduces_reference_ties() const { return false; }
 
   // --- memory ---
   // Where the ops' tensors and the state pools live: activations (Workspace) and pools allocate

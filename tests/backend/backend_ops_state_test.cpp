@@ -349,7 +349,7 @@ TEST_P(BackendOps, IndexerSelectBothTiePolicies) {
             }
             scores[static_cast<size_t>(j)] = s;
           }
-          expect_selection(selected.data() + t * top_k, top_k, scores, held, ties,
+          expect_selection(selected.data() + t * top_k, top_k, scores, held, effective_ties(*be, ties),
                            what + ", token at position " + std::to_string(pos));
         }
       pools.download();

@@ -28,6 +28,7 @@ class CpuBackend final : public backend::Backend {
   std::string_view name() const override { return "cpu"; }
   Device device() const override { return Device::CPU; }
   bool batch_invariant() const override { return options_.batch_invariant; }
+  bool reproduces_reference_ties() const override { return true; }
 
   Allocator& allocator() override { return HostAllocator::instance(); }
   void copy_to_backend(void* dst, const void* host_src, size_t bytes) override { std::memcpy(dst, host_src, bytes); }

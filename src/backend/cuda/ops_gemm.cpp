@@ -1,18 +1,190 @@
-// CUDA linear layers over stored weight formats, and the MoE pipeline. (Being written.)
+// CUDA linear layers over stored weight formats, and the MoE pipeline (routing, experts). Host side:
+// validation, weight mirrors and staging; the kernels are in gemm_kernels.cu.
+#include <algorithm>
+#include <vector>
+
 #include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/gemm_kernels.h"
 
 namespace deepinfer::cuda {
 
-void CudaBackend::linear(const WeightMatrix&, TensorView, TensorView) { fail("cuda linear: not written yet"); }
-void CudaBackend::grouped_linear(const WeightMatrix&, int64_t, TensorView, TensorView) {
-  fail("cuda grouped_linear: not written yet");
+namespace {
+
+int64_t rows_of(const TensorView& t) { return t.rank == 0 ? 0 : t.numel() / std::max<int64_t>(1, t.dim(t.rank - 1)); }
+int64_t last_dim(const TensorView& t) { return t.rank == 0 ? 0 : t.dim(t.rank - 1); }
+
+void check_device(const TensorView& t, DType dtype, const char* what) {
+  DEEPINFER_CHECK(t.dtype == dtype && t.device == Device::CUDA && t.is_contiguous(),
+                  "{}: expected a contiguous {} CUDA tensor", what, dtype_name(dtype));
 }
-void CudaBackend::moe_route(const backend::RoutingParams&, TensorView, std::span<const int32_t>, TensorView,
-                            TensorView) {
-  fail("cuda moe_route: not written yet");
+
+bool same_shape(const WeightMatrix* w, int64_t rows, int64_t cols) {
+  return w != nullptr && w->rows == rows && w->cols == cols;
 }
-void CudaBackend::moe_experts(const backend::MoeWeights&, TensorView, TensorView, TensorView, TensorView) {
-  fail("cuda moe_experts: not written yet");
+
+}  // namespace
+
+void CudaBackend::linear(const WeightMatrix& w, TensorView x, TensorView y) {
+  begin_op();
+  check_device(x, DType::F32, "linear input");
+  check_device(y, DType::F32, "linear output");
+  const int64_t T = rows_of(x);
+  DEEPINFER_CHECK(last_dim(x) == w.cols && last_dim(y) == w.rows && rows_of(y) == T,
+                  "linear: weight [{}, {}] does not fit input [{}, {}] / output [{}, {}]", w.rows, w.cols, T,
+                  last_dim(x), rows_of(y), last_dim(y));
+  if (T == 0 || w.rows == 0) return;
+  const DevMatrix dw = weight(w).dev();
+  launch_linear(dw, 1, x.f32(), T, y.f32());
+  DEEPINFER_CUDA_LAUNCHED();
+}
+
+void CudaBackend::grouped_linear(const WeightMatrix& w, int64_t groups, TensorView x, TensorView y) {
+  begin_op();
+  check_device(x, DType::F32, "grouped_linear input");
+  check_device(y, DType::F32, "grouped_linear output");
+  const int64_t T = rows_of(x), C = w.cols;
+  DEEPINFER_CHECK(groups > 0 && w.rows % groups == 0 && last_dim(x) == groups * C && last_dim(y) == w.rows &&
+                      rows_of(y) == T,
+                  "grouped_linear: weight [{}, {}] in {} groups does not fit input width {} / output width {}",
+                  w.rows, w.cols, groups, last_dim(x), last_dim(y));
+  DEEPINFER_CHECK(groups <= 65535, "grouped_linear: {} groups above the CUDA grid limit", groups);
+  if (T == 0 || w.rows == 0) return;
+  const DevMatrix dw = weight(w).dev();
+  launch_linear(dw, groups, x.f32(), T, y.f32());
+  DEEPINFER_CUDA_LAUNCHED();
+}
+
+void CudaBackend::moe_route(const backend::RoutingParams& p, TensorView logits, std::span<const int32_t> token_ids,
+                            TensorView experts, TensorView weights) {
+  begin_op();
+  check_device(logits, DType::F32, "moe_route logits");
+  check_device(experts, DType::I32, "moe_route experts");
+  check_device(weights, DType::F32, "moe_route weights");
+  const int64_t T = rows_of(logits), E = last_dim(logits), K = p.top_k;
+  DEEPINFER_CHECK(static_cast<int64_t>(token_ids.size()) == T && experts.numel() == T * K && weights.numel() == T * K,
+                  "moe_route: {} tokens, {} ids, experts/weights not [T, {}]", T, token_ids.size(), K);
+  DEEPINFER_CHECK(K >= 1 && K <= E, "moe_route: top_k {} outside [1, {}]", K, E);
+  if (T == 0) return;
+  MoeRouteArgs a;
+  a.logits = logits.f32();
+  a.tokens = T;
+  a.experts = E;
+  a.top_k = K;
+  switch (p.scoring) {
+    case backend::ScoringFunc::SqrtSoftplus: a.scoring = 0; break;
+    case backend::ScoringFunc::Sigmoid: a.scoring = 1; break;
+    case backend::ScoringFunc::Softmax: a.scoring = 2; break;
+  }
+  a.routed_scaling_factor = p.routed_scaling_factor;
+  a.norm_topk_prob = p.norm_topk_prob;
+  // Hash table rows and bias are staged per call (T * K ints, E floats) rather than mirrored: a
+  // mirror is keyed by the host pointer, and callers' routing arrays need not outlive the call.
+  std::vector<int32_t> hashed;
+  if (p.tid2eid) {
+    // Hash routing: the step's tid2eid rows, gathered and validated here on the host.
+    hashed.resize(static_cast<size_t>(T * K));
+    for (int64_t t = 0; t < T; ++t) {
+      const int32_t id = token_ids[static_cast<size_t>(t)];
+      DEEPINFER_CHECK(id >= 0 && id < p.tid2eid_rows, "hash routing: token id {} outside tid2eid's {} rows", id,
+                      p.tid2eid_rows);
+      for (int64_t k = 0; k < K; ++k) {
+        const int32_t c = p.tid2eid[static_cast<int64_t>(id) * K + k];
+        DEEPINFER_CHECK(c >= 0 && c < E, "hash routing: expert {} outside [0, {})", c, E);
+        hashed[static_cast<size_t>(t * K + k)] = c;
+      }
+    }
+    a.hash_experts = stage(std::span<const int32_t>(hashed));
+  } else {
+    if (p.bias) a.bias = stage(std::span<const float>(p.bias, static_cast<size_t>(E)));
+    // Both tie policies rank (score descending, index ascending) as cpu::top_k_indices: see
+    // Backend::reproduces_reference_ties().
+  }
+  a.out_experts = experts.i32();
+  a.out_weights = weights.f32();
+  launch_moe_route(a);
+  DEEPINFER_CUDA_LAUNCHED();
+}
+
+void CudaBackend::moe_experts(const backend::MoeWeights& w, TensorView x, TensorView experts, TensorView weights,
+                              TensorView out) {
+  begin_op();
+  check_device(x, DType::F32, "moe_experts input");
+  check_device(out, DType::F32, "moe_experts output");
+  check_device(experts, DType::I32, "moe_experts experts");
+  check_device(weights, DType::F32, "moe_experts weights");
+  const int64_t T = rows_of(x), D = last_dim(x), K = experts.numel() / std::max<int64_t>(T, 1);
+  const auto E = static_cast<int64_t>(w.experts.size());
+  DEEPINFER_CHECK(out.numel() == T * D && experts.numel() == T * K && weights.numel() == T * K,
+                  "moe_experts: input [{}, {}], experts / weights of {} / {} values, output of {}", T, D,
+                  experts.numel(), weights.numel(), out.numel());
+  if (T == 0) return;
+  const float limit = w.swiglu_limit;
+  DEEPINFER_CHECK(T * std::max<int64_t>(K, 1) < (int64_t{1} << 31), "moe_experts: {} routed rows above int32", T * K);
+
+  // Every scratch buffer first (a growing scratch() synchronises and frees the old buffer).
+  const int64_t I = E > 0 && w.experts[0].w1 ? w.experts[0].w1->rows : 0;
+  const int64_t Is = w.shared.w1 ? w.shared.w1->rows : 0;
+  const int64_t routed = E > 0 ? T * K : 0;
+  const int64_t max_tiles = routed > 0 ? moe_max_tiles(routed, E) : 0;
+  const size_t index_ints = static_cast<size_t>(E + routed + (E + 1) + routed + routed + 1 + 4 * max_tiles);
+  float* h = static_cast<float*>(scratch(static_cast<size_t>(std::max<int64_t>({T * Is, routed * I, 1})) * sizeof(float), 1));
+
+  // The shared expert writes out [T, D]; the routed experts are then added per token.
+  if (w.shared.w1) {
+    DEEPINFER_CHECK(same_shape(w.shared.w1, Is, D) && same_shape(w.shared.w3, Is, D) && same_shape(w.shared.w2, D, Is),
+                    "moe_experts: shared expert does not fit D = {}", D);
+    const DevMatrix s1[1] = {weight(*w.shared.w1).dev()}, s3[1] = {weight(*w.shared.w3).dev()},
+                    s2[1] = {weight(*w.shared.w2).dev()};
+    const DevMatrix* d1 = stage(std::span<const DevMatrix>(s1));
+    const DevMatrix* d3 = stage(std::span<const DevMatrix>(s3));
+    const DevMatrix* d2 = stage(std::span<const DevMatrix>(s2));
+    const int64_t tiles = (T + kGemmTileRows - 1) / kGemmTileRows;
+    launch_moe_gate_up(d1, d3, nullptr, nullptr, tiles, T, nullptr, x.f32(), D, Is, limit, h);
+    DEEPINFER_CUDA_LAUNCHED();
+    launch_moe_down(d2, nullptr, nullptr, tiles, T, h, Is, D, out.f32());
+    DEEPINFER_CUDA_LAUNCHED();
+  } else {
+    launch_zero(out.f32(), T * D);
+    DEEPINFER_CUDA_LAUNCHED();
+  }
+  if (routed == 0) return;
+
+  std::vector<DevMatrix> m1, m2, m3;
+  m1.reserve(static_cast<size_t>(E));
+  m2.reserve(static_cast<size_t>(E));
+  m3.reserve(static_cast<size_t>(E));
+  for (int64_t e = 0; e < E; ++e) {
+    const backend::SwigluExpert& ex = w.experts[static_cast<size_t>(e)];
+    DEEPINFER_CHECK(same_shape(ex.w1, I, D) && same_shape(ex.w3, I, D) && same_shape(ex.w2, D, I),
+                    "moe_experts: expert {} does not fit [I = {}, D = {}] like expert 0", e, I, D);
+    m1.push_back(weight(*ex.w1).dev());
+    m3.push_back(weight(*ex.w3).dev());
+    m2.push_back(weight(*ex.w2).dev());
+  }
+  const DevMatrix* d1 = stage(std::span<const DevMatrix>(m1));
+  const DevMatrix* d3 = stage(std::span<const DevMatrix>(m3));
+  const DevMatrix* d2 = stage(std::span<const DevMatrix>(m2));
+
+  auto* ints_base = static_cast<int32_t*>(scratch(index_ints * sizeof(int32_t), 0));
+  float* ye = static_cast<float*>(scratch(static_cast<size_t>(routed * D) * sizeof(float), 2));
+  // (scratch 0 and 2 may have grown, synchronising; h in scratch 1 stays valid.)
+  MoeIndex ix;
+  int32_t* p = ints_base;
+  ix.counts = p, p += E;
+  ix.pos = p, p += routed;
+  ix.offsets = p, p += E + 1;
+  ix.row_of = p, p += routed;
+  ix.row_token = p, p += routed;
+  ix.tile_count = p, p += 1;
+  ix.tiles = reinterpret_cast<MoeTile*>(p);
+  launch_moe_plan(experts.i32(), T, K, E, ix);
+  DEEPINFER_CUDA_LAUNCHED();
+  launch_moe_gate_up(d1, d3, ix.tiles, ix.tile_count, max_tiles, 0, ix.row_token, x.f32(), D, I, limit, h);
+  DEEPINFER_CUDA_LAUNCHED();
+  launch_moe_down(d2, ix.tiles, ix.tile_count, max_tiles, 0, h, I, D, ye);
+  DEEPINFER_CUDA_LAUNCHED();
+  launch_moe_combine(out.f32(), ye, experts.i32(), weights.f32(), ix.row_of, T, K, D);
+  DEEPINFER_CUDA_LAUNCHED();
 }
 
 }  // namespace deepinfer::cuda
