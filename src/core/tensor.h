@@ -53,6 +53,14 @@ struct TensorView {
     return contiguous(data, DType::I32, dims);
   }
 
+  // The same contiguous data under another shape (same element count, dtype and device).
+  TensorView reshape(std::initializer_list<int64_t> dims) const {
+    DEEPINFER_CHECK(is_contiguous(), "reshape needs a contiguous tensor");
+    TensorView v = contiguous(data, dtype, dims, device);
+    DEEPINFER_CHECK(v.numel() == numel(), "reshape to {} elements from {}", v.numel(), numel());
+    return v;
+  }
+
   int64_t dim(int k) const { return shape[static_cast<size_t>(k)]; }
   int64_t numel() const {
     int64_t n = 1;

@@ -29,6 +29,7 @@ class StatePool {
                                Allocator& allocator = HostAllocator::instance());
 
   const StateLayout& layout() const { return layout_; }
+  Device device() const { return allocator_->device(); }
   backend::StateStorage storage() const;
 
   int64_t num_slots() const { return static_cast<int64_t>(slot_used_.size()); }

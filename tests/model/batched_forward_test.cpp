@@ -64,7 +64,7 @@ std::vector<Trace> run_together(const model::CausalLM& m, const std::vector<std:
   const auto n = static_cast<int64_t>(prompts.size());
   int64_t blocks = 0;
   for (const auto& p : prompts) blocks += layout.blocks_for(static_cast<int64_t>(p.size()) + decode_steps + 1);
-  kv::StatePool pool(layout, n, blocks + 3);
+  kv::StatePool pool(layout, n, blocks + 3, m.backend().allocator());
   std::vector<int32_t> slots;
   std::vector<std::vector<int32_t>> tables(static_cast<size_t>(n));
   std::vector<int64_t> done(static_cast<size_t>(n), 0);

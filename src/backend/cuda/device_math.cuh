@@ -35,7 +35,7 @@ __device__ __forceinline__ float e8m0_to_f32(uint8_t v) {
 __device__ __forceinline__ float f4e2m1_to_f32(uint8_t code) {
   const uint32_t m = code & 0x7;
   // 0, 0.5, 1, 1.5, 2, 3, 4, 6
-  const float v = m < 4 ? 0.5f * static_cast<float>(m) : static_cast<float>(1u << (m >> 1)) * (m & 1 ? 1.5f : 1.0f);
+  const float v = m < 4 ? 0.5f * static_cast<float>(m) : static_cast<float>(1u << ((m >> 1) - 1)) * (m & 1 ? 1.5f : 1.0f);
   return (code & 0x8) ? -v : v;
 }
 

@@ -1,26 +1,174 @@
-// CUDA state ops: compressors, indexer, window ring, sparse attention. (Being written.)
+// CUDA state ops: compressors, indexer, window ring, sparse attention. Host side: shape checks,
+// staging and launches of the kernels in attention_kernels.cu (semantics: cpu/attention_ops.cpp).
+#include <algorithm>
+#include <vector>
+
+#include "backend/cuda/attention_kernels.h"
 #include "backend/cuda/cuda_backend.h"
 
 namespace deepinfer::cuda {
 
-void CudaBackend::compress(const backend::CompressorLayout&, const backend::CompressorWeights&,
-                           const backend::RopeFreqs&, TensorView, TensorView, std::span<const backend::SeqSlice>,
-                           const backend::StateStorage&) {
-  fail("cuda compress: not written yet");
+namespace {
+
+// The small float arrays of these ops (ape, norm, rope frequencies, sinks) are staged per call
+// rather than mirrored once with floats(): the state-op tests build them per case without keep(),
+// so a freed and reused host address would hand floats() a stale mirror. (They are a few KB.)
+const float* stage_floats(CudaBackend& be, const float* host, size_t count) {
+  return be.stage(std::span<const float>(host, count));
 }
-void CudaBackend::indexer_select(const backend::CompressorLayout&, TensorView, TensorView, float, float, int64_t,
-                                 backend::TopKTies, std::span<const backend::SeqSlice>, const backend::StateStorage&,
-                                 TensorView) {
-  fail("cuda indexer_select: not written yet");
+
+void check_pools(const backend::StateStorage& state, const char* op) {
+  DEEPINFER_CHECK(state.dtype == DType::F32 && state.slots, "cuda {}: the state pools must be F32", op);
 }
-void CudaBackend::store_window(const backend::WindowLayout&, TensorView, std::span<const backend::SeqSlice>,
-                               const backend::StateStorage&) {
-  fail("cuda store_window: not written yet");
+
+}  // namespace
+
+void CudaBackend::compress(const backend::CompressorLayout& c, const backend::CompressorWeights& w,
+                           const backend::RopeFreqs& freqs, TensorView kv, TensorView gate,
+                           std::span<const backend::SeqSlice> seqs, const backend::StateStorage& state) {
+  begin_op();
+  const int64_t T = kv.numel() / std::max<int64_t>(c.width, 1);
+  DEEPINFER_CHECK(c.rate >= 1 && c.head_dim >= 1 && c.width >= (c.overlap ? 2 * c.head_dim : c.head_dim),
+                  "cuda compress: bad compressor layout (rate {}, head_dim {}, width {})", c.rate, c.head_dim,
+                  c.width);
+  DEEPINFER_CHECK(kv.numel() == T * c.width && gate.numel() == T * c.width,
+                  "cuda compress: projections must be [T, {}]", c.width);
+  DEEPINFER_CHECK(w.ape, "cuda compress: no position bias");
+  DEEPINFER_CHECK(2 * freqs.half() <= c.head_dim, "cuda compress: rope wider than the entry");
+  check_pools(state, "compress");
+  if (T == 0) return;
+  const StagedSeqs staged = stage_seqs(seqs, T, state);
+  std::vector<int64_t> windows;  // (sequence, window) of every window completing in this step
+  for (size_t i = 0; i < staged.host.size(); ++i) {
+    const DeviceSeq& s = staged.host[i];
+    for (int64_t win = s.start / c.rate; win < (s.start + s.count) / c.rate; ++win) {
+      windows.push_back(static_cast<int64_t>(i));
+      windows.push_back(win);
+    }
+  }
+  CompressArgs a{};
+  a.c = dev_compressor(c);
+  a.st = dev_state(state);
+  a.seqs = staged.seqs;
+  a.blocks = staged.blocks;
+  a.kv = kv.f32();
+  a.gate = gate.f32();
+  a.ape = stage_floats(*this, w.ape, static_cast<size_t>(c.rate * c.width));
+  a.norm = w.norm ? stage_floats(*this, w.norm, static_cast<size_t>(c.head_dim)) : nullptr;
+  a.eps = w.norm_eps;
+  a.rope = {stage_floats(*this, freqs.inv_freq.data(), freqs.inv_freq.size()), freqs.half(), freqs.attention_factor};
+  const int64_t count = static_cast<int64_t>(windows.size() / 2);
+  if (count > 0) {
+    const int64_t* d_windows = stage(std::span<const int64_t>(windows));
+    launch_compress_entries(a, d_windows, count);
+    DEEPINFER_CUDA_LAUNCHED();
+  }
+  // Entries read the old slots: the slot update is launched after them (same stream).
+  launch_compress_slots(a, staged.count);
+  DEEPINFER_CUDA_LAUNCHED();
 }
-void CudaBackend::sparse_attention(TensorView, TensorView, const backend::WindowLayout&,
-                                   const backend::CompressorLayout*, TensorView, const float*, float,
-                                   std::span<const backend::SeqSlice>, const backend::StateStorage&, TensorView) {
-  fail("cuda sparse_attention: not written yet");
+
+void CudaBackend::indexer_select(const backend::CompressorLayout& keys, TensorView q, TensorView head_weights,
+                                 float head_weight_scale, float score_scale, int64_t top_k, backend::TopKTies ties,
+                                 std::span<const backend::SeqSlice> seqs, const backend::StateStorage& state,
+                                 TensorView selected) {
+  begin_op();
+  // Both tie policies break ties to the lower index over the visible entries (see the top-k
+  // kernel): torch's CPU tie order (TopKTies::Reference) is not reproduced on the GPU.
+  (void)ties;
+  DEEPINFER_CHECK(q.rank == 3, "cuda indexer_select: q must be [T, heads, head_dim]");
+  const int64_t T = q.dim(0), nh = q.dim(1), hd = q.dim(2), rate = keys.rate;
+  DEEPINFER_CHECK(hd == keys.head_dim && head_weights.numel() == T * nh && selected.numel() == T * top_k,
+                  "cuda indexer_select: shapes do not match (T = {}, heads = {}, head_dim = {} vs keys {}, top_k = {})",
+                  T, nh, hd, keys.head_dim, top_k);
+  DEEPINFER_CHECK(rate >= 1 && top_k >= 0, "cuda indexer_select: bad rate {} / top_k {}", rate, top_k);
+  check_pools(state, "indexer_select");
+  if (T == 0 || top_k == 0) return;
+  const StagedSeqs staged = stage_seqs(seqs, T, state);
+  int64_t max_held = 1;
+  for (const DeviceSeq& s : staged.host) max_held = std::max(max_held, (s.start + s.count) / rate);
+  DEEPINFER_CHECK(max_held < (int64_t{1} << 31), "cuda indexer_select: {} entries are too many", max_held);
+  IndexerArgs a{};
+  a.keys = dev_compressor(keys);
+  a.st = dev_state(state);
+  a.seqs = staged.seqs;
+  a.blocks = staged.blocks;
+  a.nseq = staged.count;
+  a.q = q.f32();
+  a.head_weights = head_weights.f32();
+  a.nh = nh;
+  a.head_weight_scale = head_weight_scale;
+  a.score_scale = score_scale;
+  // Score rows [tokens, max_held] in groups of tokens that fit the budget.
+  constexpr int64_t kScoreBudget = int64_t{1} << 26;  // floats (256 MB)
+  const int64_t group = std::clamp<int64_t>(kScoreBudget / max_held, 1, std::min<int64_t>(T, 65535));
+  auto* scores = static_cast<float*>(scratch(static_cast<size_t>(group * max_held) * sizeof(float), 0));
+  int32_t* out = selected.i32();
+  for (int64_t t0 = 0; t0 < T; t0 += group) {
+    const int64_t n = std::min(group, T - t0);
+    launch_indexer_scores(a, t0, n, scores, max_held);
+    DEEPINFER_CUDA_LAUNCHED();
+    launch_indexer_topk(a, t0, n, scores, max_held, top_k, out);
+    DEEPINFER_CUDA_LAUNCHED();
+  }
+}
+
+void CudaBackend::store_window(const backend::WindowLayout& wl, TensorView kv, std::span<const backend::SeqSlice> seqs,
+                               const backend::StateStorage& state) {
+  begin_op();
+  const int64_t hd = wl.head_dim, W = wl.window, T = kv.numel() / std::max<int64_t>(hd, 1);
+  DEEPINFER_CHECK(kv.numel() == T * hd, "cuda store_window: kv must be [T, {}]", hd);
+  DEEPINFER_CHECK(W >= 1, "cuda store_window: window {}", W);
+  check_pools(state, "store_window");
+  if (T == 0) return;
+  const StagedSeqs staged = stage_seqs(seqs, T, state);
+  launch_store_window(staged.seqs, staged.count, T, kv.f32(), dev_state(state), W, hd, wl.slot_offset);
+  DEEPINFER_CUDA_LAUNCHED();
+}
+
+void CudaBackend::sparse_attention(TensorView q, TensorView kv, const backend::WindowLayout& wl,
+                                   const backend::CompressorLayout* entries, TensorView selected, const float* sink,
+                                   float scale, std::span<const backend::SeqSlice> seqs,
+                                   const backend::StateStorage& state, TensorView out) {
+  begin_op();
+  DEEPINFER_CHECK(q.rank == 3 && q.dim(2) == wl.head_dim, "cuda sparse_attention: q must be [T, heads, {}]",
+                  wl.head_dim);
+  const int64_t T = q.dim(0), H = q.dim(1), hd = q.dim(2);
+  DEEPINFER_CHECK(kv.numel() == T * hd && out.numel() == T * H * hd,
+                  "cuda sparse_attention: kv / out shapes do not match");
+  DEEPINFER_CHECK(hd <= kMaxAttentionHeadDim, "cuda sparse_attention: head_dim {} above {}", hd,
+                  kMaxAttentionHeadDim);
+  DEEPINFER_CHECK(wl.window >= 1, "cuda sparse_attention: window {}", wl.window);
+  DEEPINFER_CHECK(!entries || entries->head_dim == hd, "cuda sparse_attention: entries of width {}, heads of {}",
+                  entries ? entries->head_dim : 0, hd);
+  DEEPINFER_CHECK(sink, "cuda sparse_attention: no sink logits");
+  check_pools(state, "sparse_attention");
+  if (T == 0 || H == 0) return;
+  const bool use_selection = entries && !selected.empty();
+  const int64_t k_sel = use_selection ? selected.numel() / T : 0;
+  DEEPINFER_CHECK(!use_selection || selected.numel() == T * k_sel, "cuda sparse_attention: selected must be [T, k]");
+  const StagedSeqs staged = stage_seqs(seqs, T, state);
+  SparseAttentionArgs a{};
+  a.seqs = staged.seqs;
+  a.blocks = staged.blocks;
+  a.nseq = staged.count;
+  a.st = dev_state(state);
+  a.q = q.f32();
+  a.kv = kv.f32();
+  a.out = out.f32();
+  a.sink = stage_floats(*this, sink, static_cast<size_t>(H));
+  a.scale = scale;
+  a.T = T;
+  a.H = H;
+  a.hd = hd;
+  a.window = wl.window;
+  a.window_offset = wl.slot_offset;
+  a.has_entries = entries != nullptr;
+  if (entries) a.entries = dev_compressor(*entries);
+  a.selected = use_selection ? selected.i32() : nullptr;
+  a.k_sel = k_sel;
+  launch_sparse_attention(a);
+  DEEPINFER_CUDA_LAUNCHED();
 }
 
 }  // namespace deepinfer::cuda

@@ -24,13 +24,13 @@ void DeepseekV4::attention(const Layer& layer, size_t index, Step& step, TensorV
   TensorView q_res = step.ws.f32({T, ql}), q = step.ws.f32({T, H, hd});
   be.linear(a.wq_a, x, q_res);
   be.rms_norm(q_res, a.q_norm.data(), eps, q_res);
-  be.linear(a.wq_b, q_res, TensorView::f32(q.f32(), {T, H * hd}));
+  be.linear(a.wq_b, q_res, q.reshape({T, H * hd}));
   be.rms_norm(q, nullptr, eps, q);
   be.rope(q, positions, rope, false);
 
   // The single KV head (K == V).
   TensorView kv = step.ws.f32({T, 1, hd});
-  be.linear(a.wkv, x, TensorView::f32(kv.f32(), {T, hd}));
+  be.linear(a.wkv, x, kv.reshape({T, hd}));
   be.rms_norm(kv, a.kv_norm.data(), eps, kv);
   be.rope(kv, positions, rope, false);
 
@@ -51,7 +51,7 @@ void DeepseekV4::attention(const Layer& layer, size_t index, Step& step, TensorV
       const int64_t nh = config_.index_n_heads, ihd = config_.index_head_dim;
       run_compressor(ix.compressor, *state.indexer);
       TensorView iq = step.ws.f32({T, nh, ihd}), head_weights = step.ws.f32({T, nh});
-      be.linear(ix.wq_b, q_res, TensorView::f32(iq.f32(), {T, nh * ihd}));
+      be.linear(ix.wq_b, q_res, iq.reshape({T, nh * ihd}));
       be.rope(iq, positions, compress_rope, false);
       be.linear(ix.weights_proj, x, head_weights);
       selected = step.ws.i32({T, config_.index_topk});
@@ -64,15 +64,15 @@ void DeepseekV4::attention(const Layer& layer, size_t index, Step& step, TensorV
   }
 
   TensorView heads = step.ws.f32({T, H, hd});
-  be.sparse_attention(q, TensorView::f32(kv.f32(), {T, hd}), state.window, entries, selected, a.sink.data(),
+  be.sparse_attention(q, kv.reshape({T, hd}), state.window, entries, selected, a.sink.data(),
                       1.0f / std::sqrt(static_cast<float>(hd)), seqs, step.state, heads);
-  be.store_window(state.window, TensorView::f32(kv.f32(), {T, hd}), seqs, step.state);
+  be.store_window(state.window, kv.reshape({T, hd}), seqs, step.state);
   // V carried RoPE (K == V): rotate the output's rope slice back by the query position.
   be.rope(heads, positions, rope, true);
 
   // Grouped output projection: each group of heads to o_lora_rank (block-diagonal wo_a), then wo_b.
   TensorView lowrank = step.ws.f32({T, config_.o_groups * config_.o_lora_rank});
-  be.grouped_linear(a.wo_a, config_.o_groups, TensorView::f32(heads.f32(), {T, H * hd}), lowrank);
+  be.grouped_linear(a.wo_a, config_.o_groups, heads.reshape({T, H * hd}), lowrank);
   be.linear(a.wo_b, lowrank, out);
 }
 

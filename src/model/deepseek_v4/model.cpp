@@ -42,6 +42,10 @@ void DeepseekV4::forward(const ForwardBatch& batch, kv::StatePool& pool, std::ve
                   batch.positions.size(), T);
   DEEPINFER_CHECK(pool.layout().slot_elems == layout_.slot_elems && pool.layout().block_elems == layout_.block_elems,
                   "forward: the state pool was laid out for another model");
+  DEEPINFER_CHECK(pool.device() == backend_->device(),
+                  "forward: the state pool is in {} memory but the model runs on {} (allocate pools from "
+                  "model.backend().allocator())",
+                  pool.device() == Device::CPU ? "host" : "device", backend_->name());
   for (int32_t id : batch.tokens) DEEPINFER_CHECK(id >= 0 && id < V, "token id {} outside the vocabulary [0, {})", id, V);
   for (const auto& s : batch.seqs)
     DEEPINFER_CHECK(s.slot >= 0 && s.slot < pool.num_slots(), "forward: slot {} outside the pool's {}", s.slot,

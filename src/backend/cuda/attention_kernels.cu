@@ -1,0 +1,457 @@
+// CUDA state-op kernels (first version: straightforward, checked against the CPU reference ops of
+// cpu/attention_ops.cpp, whose semantics they follow line for line). Only device_types.h,
+// device_math.cuh, CUDA and std headers here (see device_types.h).
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "backend/cuda/attention_kernels.h"
+#include "backend/cuda/device_math.cuh"
+
+namespace deepinfer::cuda {
+
+namespace {
+
+constexpr unsigned kFull = 0xffffffffu;
+
+__device__ __forceinline__ float neg_inf() { return __int_as_float(0xff800000); }
+
+// The sequence holding step token t (the slices tile the tokens in order).
+__device__ __forceinline__ int32_t seq_of_token(const DeviceSeq* seqs, int32_t nseq, int64_t t) {
+  int32_t lo = 0, hi = nseq - 1;
+  while (lo < hi) {
+    const int32_t mid = (lo + hi + 1) / 2;
+    if (seqs[mid].begin <= t) lo = mid;
+    else hi = mid - 1;
+  }
+  return lo;
+}
+
+__device__ __forceinline__ float warp_sum(float v) {
+  for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(kFull, v, off);
+  return v;
+}
+
+// ------------------------------------------------------------------ compress
+
+// A compressor's view of one sequence (as CompressorRows on the CPU): rows of the step come from the
+// projections, rows of the window open before the step from the slot's pending rows.
+struct Rows {
+  const CompressArgs& a;
+  const DeviceSeq& seq;
+  float* slot;
+
+  __device__ float* pending_kv() const { return slot; }
+  __device__ float* pending_gate() const { return slot + a.c.rate * a.c.width; }
+  __device__ float* overlap_kv() const { return slot + 2 * a.c.rate * a.c.width; }
+  __device__ float* overlap_gate() const { return slot + 2 * a.c.rate * a.c.width + a.c.rate * a.c.head_dim; }
+  __device__ const float* kv_row(int64_t pos) const {
+    return pos >= seq.start ? a.kv + (seq.begin + pos - seq.start) * a.c.width
+                            : pending_kv() + (pos % a.c.rate) * a.c.width;
+  }
+  __device__ const float* gate_row(int64_t pos) const {
+    return pos >= seq.start ? a.gate + (seq.begin + pos - seq.start) * a.c.width
+                            : pending_gate() + (pos % a.c.rate) * a.c.width;
+  }
+};
+
+// kv value and gate logit (position bias included) of softmax slot s of window `win`, channel ch.
+// CSA (overlap): slots [0, rate) are window win-1's first half (channels [0, hd); none before
+// window 0: kv 0, logit -inf), slots [rate, 2 rate) window win's second half (channels [hd, 2 hd)).
+__device__ __forceinline__ void window_slot(const Rows& r, int64_t win, bool prior_in_slot, int64_t ch, int64_t s,
+                                            float* kv_out, float* gate_out) {
+  const DevCompressor& c = r.a.c;
+  const int64_t rate = c.rate, hd = c.head_dim, width = c.width;
+  if (c.overlap && s < rate) {
+    if (win == 0) {
+      *kv_out = 0.0f;
+      *gate_out = neg_inf();
+    } else if (prior_in_slot) {
+      *kv_out = r.overlap_kv()[s * hd + ch];
+      *gate_out = r.overlap_gate()[s * hd + ch];
+    } else {
+      const int64_t prev = (win - 1) * rate + s;
+      *kv_out = r.kv_row(prev)[ch];
+      *gate_out = r.gate_row(prev)[ch] + r.a.ape[s * width + ch];
+    }
+    return;
+  }
+  const int64_t si = c.overlap ? s - rate : s;
+  const int64_t col = c.overlap ? hd + ch : ch;
+  const int64_t pos = win * rate + si;
+  *kv_out = r.kv_row(pos)[col];
+  *gate_out = r.gate_row(pos)[col] + r.a.ape[si * width + col];
+}
+
+// One block per completed window: every channel's softmax-gated sum, then RMSNorm (weight), then
+// rope at position win * rate, written to the entry. Dynamic shared memory: head_dim floats.
+__global__ void compress_entries_kernel(CompressArgs a, const int64_t* windows) {
+  extern __shared__ float entry[];
+  __shared__ double partial[32];
+  const DevCompressor& c = a.c;
+  const int64_t rate = c.rate, hd = c.head_dim;
+  const int64_t slots = c.overlap ? 2 * rate : rate;
+  const DeviceSeq seq = a.seqs[windows[2 * blockIdx.x]];
+  const int64_t win = windows[2 * blockIdx.x + 1];
+  const Rows rows{a, seq, a.st.slots + static_cast<int64_t>(seq.slot) * a.st.slot_elems + c.slot_offset};
+  const bool prior_in_slot = win * rate <= seq.start;
+
+  double ss = 0.0;
+  for (int64_t ch = threadIdx.x; ch < hd; ch += blockDim.x) {
+    // Softmax over the slots as cpu::softmax: max, exp and sum, then p = e / sum.
+    float m = neg_inf();
+    for (int64_t s = 0; s < slots; ++s) {
+      float v, g;
+      window_slot(rows, win, prior_in_slot, ch, s, &v, &g);
+      m = fmaxf(m, g);
+    }
+    float acc = 0.0f;
+    if (m != neg_inf()) {  // nothing visible: all weights zero
+      float sum = 0.0f;
+      for (int64_t s = 0; s < slots; ++s) {
+        float v, g;
+        window_slot(rows, win, prior_in_slot, ch, s, &v, &g);
+        sum += expf(g - m);
+      }
+      const float inv = 1.0f / sum;
+      for (int64_t s = 0; s < slots; ++s) {
+        float v, g;
+        window_slot(rows, win, prior_in_slot, ch, s, &v, &g);
+        acc += v * (expf(g - m) * inv);
+      }
+    }
+    entry[ch] = acc;
+    ss += static_cast<double>(acc) * acc;
+  }
+  // RMSNorm: sum of squares in double over the block.
+  for (int off = 16; off > 0; off >>= 1) ss += __shfl_xor_sync(kFull, ss, off);
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, nwarps = blockDim.x / 32;
+  if (lane == 0) partial[warp] = ss;
+  __syncthreads();
+  double total = 0.0;
+  for (int i = 0; i < nwarps; ++i) total += partial[i];
+  const float inv = 1.0f / sqrtf(static_cast<float>(total / static_cast<double>(hd)) + a.eps);
+  for (int64_t ch = threadIdx.x; ch < hd; ch += blockDim.x)
+    entry[ch] = a.norm ? a.norm[ch] * (entry[ch] * inv) : entry[ch] * inv;
+  __syncthreads();
+  // Interleaved rope on the trailing 2 * half channels.
+  const int64_t half = a.rope.half, r0 = hd - 2 * half;
+  for (int64_t i = threadIdx.x; i < half; i += blockDim.x) {
+    float cs, sn;
+    rope_angle(a.rope, i, win * rate, &cs, &sn);
+    const float x = entry[r0 + 2 * i], y = entry[r0 + 2 * i + 1];
+    entry[r0 + 2 * i] = x * cs - y * sn;
+    entry[r0 + 2 * i + 1] = y * cs + x * sn;
+  }
+  __syncthreads();
+  float* dst = dev_entry(a.st, seq, a.blocks, c, win);
+  for (int64_t ch = threadIdx.x; ch < hd; ch += blockDim.x) dst[ch] = entry[ch];
+}
+
+// One block per sequence, after every entry is written (entries read the old slot): the last
+// completed window's first half becomes the overlap, then the open window's new rows are kept.
+// The overlap may read pending rows that the second part overwrites, hence the barrier between.
+__global__ void compress_slots_kernel(CompressArgs a) {
+  const DevCompressor& c = a.c;
+  const int64_t rate = c.rate, hd = c.head_dim, width = c.width;
+  const DeviceSeq seq = a.seqs[blockIdx.x];
+  const Rows rows{a, seq, a.st.slots + static_cast<int64_t>(seq.slot) * a.st.slot_elems + c.slot_offset};
+  const int64_t end = seq.start + seq.count, open = end / rate * rate;
+  if (c.overlap && end / rate > seq.start / rate) {
+    const int64_t last = end / rate - 1;
+    for (int64_t i = threadIdx.x; i < rate * hd; i += blockDim.x) {
+      const int64_t s = i / hd, ch = i % hd;
+      const int64_t pos = last * rate + s;
+      const float v = rows.kv_row(pos)[ch];
+      const float g = rows.gate_row(pos)[ch] + a.ape[s * width + ch];
+      rows.overlap_kv()[i] = v;
+      rows.overlap_gate()[i] = g;
+    }
+  }
+  __syncthreads();
+  const int64_t first = seq.start > open ? seq.start : open;
+  const int64_t n = (end - first) * width;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+    const int64_t pos = first + i / width, col = i % width;
+    const int64_t src = (seq.begin + pos - seq.start) * width + col;
+    rows.pending_kv()[(pos % rate) * width + col] = a.kv[src];
+    rows.pending_gate()[(pos % rate) * width + col] = a.gate[src];
+  }
+}
+
+// ------------------------------------------------------------------ indexer
+
+__device__ __forceinline__ void token_visibility(const IndexerArgs& a, int64_t t, DeviceSeq* seq_out,
+                                                 int64_t* visible) {
+  const DeviceSeq seq = a.seqs[seq_of_token(a.seqs, a.nseq, t)];
+  const int64_t rate = a.keys.rate;
+  const int64_t held = (seq.start + seq.count) / rate;  // entries the sequence holds after the step
+  const int64_t pos = seq.start + (t - seq.begin);
+  const int64_t v = (pos + 1) / rate;
+  *seq_out = seq;
+  *visible = v < held ? v : held;
+}
+
+constexpr int kScoreWarps = 8;
+
+// One warp per (token, entry): sum_h relu(q[t,h] . k_j) * score_scale * (w[t,h] * hw_scale).
+__global__ void indexer_scores_kernel(IndexerArgs a, int64_t t0, float* scores, int64_t stride) {
+  const int64_t t = t0 + blockIdx.y;
+  DeviceSeq seq;
+  int64_t visible;
+  token_visibility(a, t, &seq, &visible);
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int64_t j = static_cast<int64_t>(blockIdx.x) * kScoreWarps + warp;
+  if (j >= visible) return;
+  const int64_t hd = a.keys.head_dim;
+  const float* k = dev_entry(a.st, seq, a.blocks, a.keys, j);
+  float s = 0.0f;
+  for (int64_t h = 0; h < a.nh; ++h) {
+    const float* qh = a.q + (t * a.nh + h) * hd;
+    float d = 0.0f;
+    for (int64_t c = lane; c < hd; c += 32) d += qh[c] * k[c];
+    d = warp_sum(d);
+    s += fmaxf(d, 0.0f) * a.score_scale * (a.head_weights[t * a.nh + h] * a.head_weight_scale);
+  }
+  if (lane == 0) scores[static_cast<int64_t>(blockIdx.y) * stride + j] = s;
+}
+
+// Order-preserving key of a float: larger float, larger key (-0 counts as +0).
+__device__ __forceinline__ uint32_t order_key(float v) {
+  if (v == 0.0f) v = 0.0f;
+  const uint32_t u = __float_as_uint(v);
+  return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+}
+
+// Exclusive prefix sum of v over the block (blockDim.x a multiple of 32); *total = the block's sum.
+__device__ int block_exclusive_scan(int v, int* total) {
+  __shared__ int warp_sums[32];
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, nwarps = blockDim.x / 32;
+  int x = v;
+  for (int off = 1; off < 32; off <<= 1) {
+    const int y = __shfl_up_sync(kFull, x, off);
+    if (lane >= off) x += y;
+  }
+  __syncthreads();  // the previous call's readers are done with warp_sums
+  if (lane == 31) warp_sums[warp] = x;
+  __syncthreads();
+  if (warp == 0) {
+    int w = lane < nwarps ? warp_sums[lane] : 0;
+    for (int off = 1; off < 32; off <<= 1) {
+      const int y = __shfl_up_sync(kFull, w, off);
+      if (lane >= off) w += y;
+    }
+    warp_sums[lane] = w;
+  }
+  __syncthreads();
+  *total = warp_sums[nwarps - 1];
+  return (warp > 0 ? warp_sums[warp - 1] : 0) + x - v;
+}
+
+constexpr int kTopKThreads = 512;
+
+// One block per token: the top_k of its visible entries, ties to the lower index, sorted by entry,
+// -1 padded. Radix select (4 passes of 8 bits) finds the k-th largest key; every entry above it is
+// chosen, and of those equal to it the lowest-indexed ones fill the rest; a block-wide scan in
+// entry order writes the choice sorted.
+//
+// TopKTies::Reference (torch.topk's CPU tie order, which depends on how many candidates the call
+// ranks) cannot be reproduced here: both policies rank only the visible entries and break exact
+// ties to the lower index, which differs from the reference only where an exact tie sits at the
+// k-th place.
+__global__ void indexer_topk_kernel(IndexerArgs a, int64_t t0, const float* scores, int64_t stride, int64_t top_k,
+                                    int32_t* selected) {
+  __shared__ unsigned hist[256];
+  __shared__ uint32_t s_prefix, s_mask;
+  __shared__ int s_remaining;
+  const int64_t t = t0 + blockIdx.x;
+  DeviceSeq seq;
+  int64_t visible;
+  token_visibility(a, t, &seq, &visible);
+  const float* row = scores + static_cast<int64_t>(blockIdx.x) * stride;
+  int32_t* out = selected + t * top_k;
+  if (visible <= top_k) {
+    for (int64_t i = threadIdx.x; i < top_k; i += blockDim.x) out[i] = i < visible ? static_cast<int32_t>(i) : -1;
+    return;
+  }
+  const int n = static_cast<int>(visible), k = static_cast<int>(top_k);
+  if (threadIdx.x == 0) {
+    s_prefix = 0;
+    s_mask = 0;
+    s_remaining = k;
+  }
+  for (int shift = 24; shift >= 0; shift -= 8) {
+    for (int b = threadIdx.x; b < 256; b += blockDim.x) hist[b] = 0;
+    __syncthreads();
+    const uint32_t prefix = s_prefix, mask = s_mask;
+    for (int i = threadIdx.x; i < n; i += blockDim.x) {
+      const uint32_t key = order_key(row[i]);
+      if ((key & mask) == prefix) atomicAdd(&hist[(key >> shift) & 0xffu], 1u);
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      int rem = s_remaining, b = 255;
+      while (b > 0 && static_cast<int>(hist[b]) < rem) rem -= static_cast<int>(hist[b--]);
+      s_prefix = prefix | (static_cast<uint32_t>(b) << shift);
+      s_mask = mask | (0xffu << shift);
+      s_remaining = rem;
+    }
+    __syncthreads();
+  }
+  const uint32_t thr = s_prefix;
+  const int need_eq = s_remaining;  // how many entries equal to the k-th largest are chosen
+  int written = 0, eq_seen = 0;
+  for (int base = 0; base < n; base += blockDim.x) {
+    const int i = base + static_cast<int>(threadIdx.x);
+    const uint32_t key = i < n ? order_key(row[i]) : 0u;
+    const bool gt = i < n && key > thr, eq = i < n && key == thr;
+    int eq_total = 0, sel_total = 0;
+    const int eq_before = block_exclusive_scan(eq ? 1 : 0, &eq_total);
+    const bool chosen = gt || (eq && eq_seen + eq_before < need_eq);
+    const int at = block_exclusive_scan(chosen ? 1 : 0, &sel_total);
+    if (chosen && written + at < k) out[written + at] = i;
+    written += sel_total;
+    eq_seen += eq_total;
+  }
+}
+
+// ------------------------------------------------------------------ store_window
+
+__global__ void store_window_kernel(const DeviceSeq* seqs, int32_t nseq, int64_t tokens, const float* kv, DevState st,
+                                    int64_t window, int64_t hd, int64_t slot_offset) {
+  const int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (idx >= tokens * hd) return;
+  const int64_t t = idx / hd, c = idx % hd;
+  const DeviceSeq seq = seqs[seq_of_token(seqs, nseq, t)];
+  const int64_t i = t - seq.begin;
+  if (i < seq.count - window) return;  // only the last min(count, window) rows
+  float* ring = st.slots + static_cast<int64_t>(seq.slot) * st.slot_elems + slot_offset;
+  ring[((seq.start + i) % window) * hd + c] = kv[idx];
+}
+
+// ------------------------------------------------------------------ sparse attention
+
+constexpr int kAttnWarps = 8;
+constexpr int kAttnPerLane = static_cast<int>(kMaxAttentionHeadDim / 32);
+
+// One block per (token, head). The keys: the window in position order (positions before the step
+// from the ring row p % W, the rest from the step's kv rows), then the selected entries (-1 skipped)
+// or, without a selection, every completed entry. Each warp runs an online softmax over keys
+// j = warp, warp + 8, ...; the warps merge with the sink logit, which takes mass and is dropped.
+__global__ void sparse_attention_kernel(SparseAttentionArgs a) {
+  __shared__ float s_m[kAttnWarps], s_l[kAttnWarps];
+  __shared__ float s_o[kAttnWarps][kMaxAttentionHeadDim];
+  const int64_t t = blockIdx.x / a.H, h = blockIdx.x % a.H;
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const DeviceSeq seq = a.seqs[seq_of_token(a.seqs, a.nseq, t)];
+  const int64_t pos = seq.start + (t - seq.begin), hd = a.hd, W = a.window;
+  const int64_t p0 = pos - W + 1 > 0 ? pos - W + 1 : 0;
+  const int64_t nwin = pos - p0 + 1;
+  const int64_t nent = !a.has_entries ? 0 : a.selected ? a.k_sel : (pos + 1) / a.entries.rate;
+  const float* ring = a.st.slots + static_cast<int64_t>(seq.slot) * a.st.slot_elems + a.window_offset;
+
+  float q[kAttnPerLane], o[kAttnPerLane];
+  const float* qh = a.q + (t * a.H + h) * hd;
+#pragma unroll
+  for (int i = 0; i < kAttnPerLane; ++i) {
+    const int64_t c = lane + 32 * i;
+    q[i] = c < hd ? qh[c] : 0.0f;
+    o[i] = 0.0f;
+  }
+  float m = neg_inf(), l = 0.0f;
+  for (int64_t j = warp; j < nwin + nent; j += kAttnWarps) {
+    const float* key;
+    if (j < nwin) {
+      const int64_t p = p0 + j;
+      key = p < seq.start ? ring + (p % W) * hd : a.kv + (seq.begin + p - seq.start) * hd;
+    } else {
+      int64_t e = j - nwin;
+      if (a.selected) {
+        e = a.selected[t * a.k_sel + e];
+        if (e < 0) continue;
+      }
+      key = dev_entry(a.st, seq, a.blocks, a.entries, e);
+    }
+    float d = 0.0f;
+#pragma unroll
+    for (int i = 0; i < kAttnPerLane; ++i) {
+      const int64_t c = lane + 32 * i;
+      if (c < hd) d += q[i] * key[c];
+    }
+    const float x = warp_sum(d) * a.scale;
+    const float m_new = fmaxf(m, x);
+    const float corr = expf(m - m_new), p = expf(x - m_new);
+    l = l * corr + p;
+#pragma unroll
+    for (int i = 0; i < kAttnPerLane; ++i) {
+      const int64_t c = lane + 32 * i;
+      o[i] = o[i] * corr + (c < hd ? p * key[c] : 0.0f);
+    }
+    m = m_new;
+  }
+  if (lane == 0) {
+    s_m[warp] = m;
+    s_l[warp] = l;
+  }
+#pragma unroll
+  for (int i = 0; i < kAttnPerLane; ++i) {
+    const int64_t c = lane + 32 * i;
+    if (c < hd) s_o[warp][c] = o[i];
+  }
+  __syncthreads();
+  const float sink = a.sink[h];
+  float M = sink;
+  for (int w = 0; w < kAttnWarps; ++w) M = fmaxf(M, s_m[w]);
+  float total = expf(sink - M), f[kAttnWarps];
+  for (int w = 0; w < kAttnWarps; ++w) {
+    f[w] = s_l[w] > 0.0f ? expf(s_m[w] - M) : 0.0f;
+    total += s_l[w] * f[w];
+  }
+  const float inv = 1.0f / total;
+  float* out = a.out + (t * a.H + h) * hd;
+  for (int64_t c = threadIdx.x; c < hd; c += blockDim.x) {
+    float acc = 0.0f;
+    for (int w = 0; w < kAttnWarps; ++w) acc += s_o[w][c] * f[w];
+    out[c] = acc * inv;
+  }
+}
+
+}  // namespace
+
+void launch_compress_entries(const CompressArgs& a, const int64_t* windows, int64_t count) {
+  if (count <= 0) return;
+  const size_t smem = static_cast<size_t>(a.c.head_dim) * sizeof(float);
+  compress_entries_kernel<<<static_cast<unsigned>(count), 256, smem, 0>>>(a, windows);
+}
+
+void launch_compress_slots(const CompressArgs& a, int32_t nseq) {
+  if (nseq <= 0) return;
+  compress_slots_kernel<<<static_cast<unsigned>(nseq), 256, 0, 0>>>(a);
+}
+
+void launch_indexer_scores(const IndexerArgs& a, int64_t t0, int64_t tokens, float* scores, int64_t stride) {
+  if (tokens <= 0 || stride <= 0) return;
+  const dim3 grid(static_cast<unsigned>((stride + kScoreWarps - 1) / kScoreWarps), static_cast<unsigned>(tokens));
+  indexer_scores_kernel<<<grid, kScoreWarps * 32, 0, 0>>>(a, t0, scores, stride);
+}
+
+void launch_indexer_topk(const IndexerArgs& a, int64_t t0, int64_t tokens, const float* scores, int64_t stride,
+                         int64_t top_k, int32_t* selected) {
+  if (tokens <= 0 || top_k <= 0) return;
+  indexer_topk_kernel<<<static_cast<unsigned>(tokens), kTopKThreads, 0, 0>>>(a, t0, scores, stride, top_k, selected);
+}
+
+void launch_store_window(const DeviceSeq* seqs, int32_t nseq, int64_t tokens, const float* kv, DevState st,
+                         int64_t window, int64_t head_dim, int64_t slot_offset) {
+  const int64_t n = tokens * head_dim;
+  if (n <= 0 || window <= 0) return;
+  store_window_kernel<<<blocks_for(n, 256), 256, 0, 0>>>(seqs, nseq, tokens, kv, st, window, head_dim, slot_offset);
+}
+
+void launch_sparse_attention(const SparseAttentionArgs& a) {
+  const int64_t n = a.T * a.H;
+  if (n <= 0 || a.hd <= 0) return;
+  sparse_attention_kernel<<<static_cast<unsigned>(n), kAttnWarps * 32, 0, 0>>>(a);
+}
+
+}  // namespace deepinfer::cuda

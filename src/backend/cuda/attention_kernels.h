@@ -1,0 +1,74 @@
+#pragma once
+// Launchers of the CUDA state-op kernels (attention_kernels.cu): compressors, indexer, window ring
+// and sparse attention. Plain functions over device pointers, callable from g++ code; each launches
+// on the legacy default stream (0) and returns without synchronising (the caller checks the launch).
+#include <cstdint>
+
+#include "backend/cuda/device_types.h"
+
+namespace deepinfer::cuda {
+
+// The arguments shared by the two compress kernels.
+struct CompressArgs {
+  DevCompressor c;
+  DevState st;
+  const DeviceSeq* seqs;  // [nseq]
+  const int32_t* blocks;  // concatenated block tables
+  const float* kv;        // [T, width]
+  const float* gate;      // [T, width]
+  const float* ape;       // [rate, width]
+  const float* norm;      // [head_dim] or null (unweighted)
+  float eps;
+  DevRope rope;
+};
+
+// Writes the entry of every completed window: windows[2 i] = sequence index, windows[2 i + 1] =
+// window number. Reads the old slots.
+void launch_compress_entries(const CompressArgs& a, const int64_t* windows, int64_t count);
+// Then the slot update of every sequence (overlap half of the last completed window, pending rows).
+void launch_compress_slots(const CompressArgs& a, int32_t nseq);
+
+struct IndexerArgs {
+  DevCompressor keys;
+  DevState st;
+  const DeviceSeq* seqs;
+  const int32_t* blocks;
+  int32_t nseq;
+  const float* q;             // [T, nh, hd]
+  const float* head_weights;  // [T, nh]
+  int64_t nh;
+  float head_weight_scale, score_scale;
+};
+
+// scores[(t - t0) * stride + j] for tokens t0 .. t0 + tokens and the entries j each may see.
+void launch_indexer_scores(const IndexerArgs& a, int64_t t0, int64_t tokens, float* scores, int64_t stride);
+// selected[t * top_k ...]: the top_k visible entries (ties to the lower index), sorted, -1 padded.
+void launch_indexer_topk(const IndexerArgs& a, int64_t t0, int64_t tokens, const float* scores, int64_t stride,
+                         int64_t top_k, int32_t* selected);
+
+// Ring rows of the last min(count, window) tokens of each sequence.
+void launch_store_window(const DeviceSeq* seqs, int32_t nseq, int64_t tokens, const float* kv, DevState st,
+                         int64_t window, int64_t head_dim, int64_t slot_offset);
+
+struct SparseAttentionArgs {
+  const DeviceSeq* seqs;
+  const int32_t* blocks;
+  int32_t nseq;
+  DevState st;
+  const float* q;   // [T, H, hd]
+  const float* kv;  // [T, hd]
+  float* out;       // [T, H, hd]
+  const float* sink;  // [H] (device)
+  float scale;
+  int64_t T, H, hd;
+  int64_t window, window_offset;
+  bool has_entries;
+  DevCompressor entries;
+  const int32_t* selected;  // [T, k_sel] or null: every completed entry
+  int64_t k_sel;
+};
+
+constexpr int64_t kMaxAttentionHeadDim = 512;
+void launch_sparse_attention(const SparseAttentionArgs& a);
+
+}  // namespace deepinfer::cuda
