@@ -13,6 +13,7 @@ export LD_LIBRARY_PATH="$root/.gpu/lib:${LD_LIBRARY_PATH:-}"
 if [ "$root" != /work/main ] && [ ! -e /work/main ]; then mkdir -p /work && ln -s "$root" /work/main; fi
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$out/gpu.txt"
 declare -a rows
+failures=0
 run() {  # name, command...
   local name=$1; shift
   local start=$SECONDS
@@ -21,7 +22,7 @@ run() {  # name, command...
   local summary
   summary=$(grep -E "^\[  PASSED  \]|^\[  FAILED  \] [0-9]+ test|tests? ran" "$out/$name.log" | tr '\n' ' ')
   rows+=("$(printf '%-34s rc=%-3s %4ss  %s' "$name" "$rc" $((SECONDS - start)) "$summary")")
-  [ $rc -eq 0 ] || { echo "--- $name failed; last lines:"; grep -E "Failure|FAILED|error" "$out/$name.log" | head -30; }
+  [ $rc -eq 0 ] || { failures=$((failures + 1)); echo "--- $name failed; last lines:"; grep -E "Failure|FAILED|error" "$out/$name.log" | head -30; }
 }
 run backend_ops .gpu/test_backend --gtest_filter='*BackendOps*'
 run model_parity_cuda env DEEPINFER_DEVICE=cuda .gpu/test_model
@@ -35,3 +36,5 @@ if [ -n "$(ids_of cpu)" ] && [ "$(ids_of cpu)" = "$(ids_of cuda)" ]; then same=y
 echo
 printf '%s\n' "${rows[@]}" | tee "$out/summary.txt"
 echo "greedy ids, cpu vs cuda identical: $same" | tee -a "$out/summary.txt"
+[ "$same" = yes ] || failures=$((failures + 1))
+exit $((failures > 0))

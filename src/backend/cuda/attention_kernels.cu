@@ -255,10 +255,8 @@ constexpr int kTopKThreads = 512;
 // chosen, and of those equal to it the lowest-indexed ones fill the rest; a block-wide scan in
 // entry order writes the choice sorted.
 //
-// TopKTies::Reference (torch.topk's CPU tie order, which depends on how many candidates the call
-// ranks) cannot be reproduced here: both policies rank only the visible entries and break exact
-// ties to the lower index, which differs from the reference only where an exact tie sits at the
-// k-th place.
+// Used for TopKTies::LowerIndex; TopKTies::Reference (torch.topk's CPU tie order, which depends on
+// how many candidates the call ranks) is chosen on the host from the same scores (ops_attention.cpp).
 __global__ void indexer_topk_kernel(IndexerArgs a, int64_t t0, const float* scores, int64_t stride, int64_t top_k,
                                     int32_t* selected) {
   __shared__ unsigned hist[256];

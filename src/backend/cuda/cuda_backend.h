@@ -53,6 +53,8 @@ class CudaBackend final : public backend::Backend {
   std::string_view name() const override { return "cuda"; }
   Device device() const override { return Device::CUDA; }
   bool batch_invariant() const override { return options_.batch_invariant; }
+  // TopKTies::Reference chooses on the host from device scores (exact, one round trip per call).
+  bool reproduces_reference_ties() const override { return true; }
 
   Allocator& allocator() override { return allocator_; }
   void copy_to_backend(void* dst, const void* host_src, size_t bytes) override;

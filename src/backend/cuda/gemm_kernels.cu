@@ -138,9 +138,8 @@ __global__ void __launch_bounds__(kThreads) moe_gemm_kernel(const DevMatrix* wa,
 
 // ---------------------------------------------------------------- routing
 
-// Top-k ties on the GPU always go to the lower index (both TopKTies policies): torch's CPU tie order
-// is an artefact of libstdc++'s std::nth_element, which this engine does not reproduce on the GPU
-// (Backend::reproduces_reference_ties() is false here).
+// Top-k ties in this kernel go to the lower index; under TopKTies::Reference the host redoes the
+// choice with cpu::torch_top_k_indices (ops_gemm.cpp).
 
 // One thread per token (as the CPU op per token).
 __global__ void moe_route_kernel(MoeRouteArgs a) {

@@ -1,8 +1,10 @@
 // CUDA state ops: compressors, indexer, window ring, sparse attention. Host side: shape checks,
 // staging and launches of the kernels in attention_kernels.cu (semantics: cpu/attention_ops.cpp).
 #include <algorithm>
+#include <limits>
 #include <vector>
 
+#include "backend/cpu/ops.h"  // torch_top_k_indices: TopKTies::Reference
 #include "backend/cuda/attention_kernels.h"
 #include "backend/cuda/cuda_backend.h"
 
@@ -73,9 +75,8 @@ void CudaBackend::indexer_select(const backend::CompressorLayout& keys, TensorVi
                                  std::span<const backend::SeqSlice> seqs, const backend::StateStorage& state,
                                  TensorView selected) {
   begin_op();
-  // Both tie policies break ties to the lower index over the visible entries (see the top-k
-  // kernel): torch's CPU tie order (TopKTies::Reference) is not reproduced on the GPU.
-  (void)ties;
+  // The top-k kernel breaks ties to the lower index over the visible entries; under
+  // TopKTies::Reference the choice is made on the host instead (below), as the CPU op makes it.
   DEEPINFER_CHECK(q.rank == 3, "cuda indexer_select: q must be [T, heads, head_dim]");
   const int64_t T = q.dim(0), nh = q.dim(1), hd = q.dim(2), rate = keys.rate;
   DEEPINFER_CHECK(hd == keys.head_dim && head_weights.numel() == T * nh && selected.numel() == T * top_k,
@@ -108,8 +109,31 @@ void CudaBackend::indexer_select(const backend::CompressorLayout& keys, TensorVi
     const int64_t n = std::min(group, T - t0);
     launch_indexer_scores(a, t0, n, scores, max_held);
     DEEPINFER_CUDA_LAUNCHED();
-    launch_indexer_topk(a, t0, n, scores, max_held, top_k, out);
-    DEEPINFER_CUDA_LAUNCHED();
+    if (ties != backend::TopKTies::Reference) {
+      launch_indexer_topk(a, t0, n, scores, max_held, top_k, out);
+      DEEPINFER_CUDA_LAUNCHED();
+      continue;
+    }
+    // torch.topk's CPU tie order (libstdc++'s selection over every entry the call holds, hidden
+    // ones at -inf) reproduced exactly on the host from the device scores: a round trip per call.
+    std::vector<float> host_scores(static_cast<size_t>(n * max_held));
+    copy_to_host(host_scores.data(), scores, host_scores.size() * sizeof(float));
+    std::vector<int32_t> rows(static_cast<size_t>(n * top_k), -1);
+    size_t si = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t t = t0 + i;
+      while (staged.host[si].begin + staged.host[si].count <= t) ++si;
+      const DeviceSeq& sq = staged.host[si];
+      const int64_t held = (sq.start + sq.count) / rate, pos = sq.start + (t - sq.begin);
+      const int64_t visible = std::min((pos + 1) / rate, held);
+      std::vector<float> ranked(static_cast<size_t>(held), -std::numeric_limits<float>::infinity());
+      std::copy_n(host_scores.begin() + i * max_held, visible, ranked.begin());
+      auto picks = cpu::torch_top_k_indices(ranked, top_k);
+      std::erase_if(picks, [&](int32_t j) { return j >= visible; });
+      std::sort(picks.begin(), picks.end());
+      std::copy(picks.begin(), picks.end(), rows.begin() + i * top_k);
+    }
+    copy_to_backend(out + t0 * top_k, rows.data(), rows.size() * sizeof(int32_t));
   }
 }
 
