@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/dtype.h"
+#include "core/error.h"
 
 namespace deepinfer::backend {
 
@@ -63,5 +64,20 @@ struct WindowLayout {
   int64_t head_dim = 0;
   int64_t slot_offset = 0;
 };
+
+// Every state op's precondition: the slices tile the step's tokens in order and each block table
+// covers its sequence's positions after the step. Throws Error naming the first violation.
+inline void check_slices(std::span<const SeqSlice> seqs, int64_t tokens, const StateStorage& state) {
+  int64_t covered = 0;
+  for (const auto& s : seqs) {
+    DEEPINFER_CHECK(s.begin == covered && s.count >= 1 && s.start >= 0,
+                    "sequence slices must tile the step's tokens in order (slice at {} with {} tokens, expected {})",
+                    s.begin, s.count, covered);
+    DEEPINFER_CHECK(static_cast<int64_t>(s.blocks.size()) * state.block_tokens >= s.start + s.count,
+                    "block table of {} blocks does not cover {} positions", s.blocks.size(), s.start + s.count);
+    covered += s.count;
+  }
+  DEEPINFER_CHECK(covered == tokens, "sequence slices cover {} tokens, the step has {}", covered, tokens);
+}
 
 }  // namespace deepinfer::backend

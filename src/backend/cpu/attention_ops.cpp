@@ -21,16 +21,7 @@ constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
 void check_state(const StateStorage& state, std::span<const SeqSlice> seqs, int64_t tokens) {
   DEEPINFER_CHECK(state.dtype == DType::F32 && state.slots, "CPU state ops need F32 pools");
-  int64_t covered = 0;
-  for (const auto& s : seqs) {
-    DEEPINFER_CHECK(s.begin == covered && s.count >= 1 && s.start >= 0,
-                    "sequence slices must tile the step's tokens in order (slice at {} with {} tokens, expected {})",
-                    s.begin, s.count, covered);
-    DEEPINFER_CHECK(static_cast<int64_t>(s.blocks.size()) * state.block_tokens >= s.start + s.count,
-                    "block table of {} blocks does not cover {} positions", s.blocks.size(), s.start + s.count);
-    covered += s.count;
-  }
-  DEEPINFER_CHECK(covered == tokens, "sequence slices cover {} tokens, the step has {}", covered, tokens);
+  backend::check_slices(seqs, tokens, state);
 }
 
 // A compressor's view of one sequence: rows of the current step come from the projections, rows

@@ -103,18 +103,11 @@ CudaBackend::StagedSeqs CudaBackend::stage_seqs(std::span<const backend::SeqSlic
                                                 const backend::StateStorage& state) {
   StagedSeqs out;
   std::vector<int32_t> tables;
-  int64_t covered = 0;
+  backend::check_slices(seqs, tokens, state);
   for (const auto& s : seqs) {
-    DEEPINFER_CHECK(s.begin == covered && s.count >= 1 && s.start >= 0,
-                    "sequence slices must tile the step's tokens in order (slice at {} with {} tokens, expected {})",
-                    s.begin, s.count, covered);
-    DEEPINFER_CHECK(static_cast<int64_t>(s.blocks.size()) * state.block_tokens >= s.start + s.count,
-                    "block table of {} blocks does not cover {} positions", s.blocks.size(), s.start + s.count);
     out.host.push_back({s.begin, s.count, s.start, s.slot, static_cast<int32_t>(tables.size())});
     tables.insert(tables.end(), s.blocks.begin(), s.blocks.end());
-    covered += s.count;
   }
-  DEEPINFER_CHECK(covered == tokens, "sequence slices cover {} tokens, the step has {}", covered, tokens);
   out.seqs = stage(std::span<const DeviceSeq>(out.host));
   out.blocks = stage(std::span<const int32_t>(tables));
   out.count = static_cast<int32_t>(out.host.size());
