@@ -130,9 +130,6 @@ std::vector<float> dequantize_fp8_blocks(const TensorView& weight, const TensorV
   std::vector<float> scales = to_float(scale);
   std::vector<float> out(static_cast<size_t>(rows * cols));
   const auto* w = reinterpret_cast<const uint8_t*>(weight.data);
-  // e4m3 has only 256 codes: a table avoids ldexp per element.
-  float table[256];
-  for (int c = 0; c < 256; ++c) table[c] = f8e4m3_to_f32(static_cast<uint8_t>(c));
   for (int64_t r = 0; r < rows; ++r) {
     const float* srow = scales.data() + (r / brow) * scols;
     const uint8_t* wrow = w + r * cols;
@@ -140,7 +137,7 @@ std::vector<float> dequantize_fp8_blocks(const TensorView& weight, const TensorV
     for (int64_t c0 = 0; c0 < cols; c0 += bcol) {  // one scale per column block
       const float s = srow[c0 / bcol];
       const int64_t c1 = std::min(cols, c0 + bcol);
-      for (int64_t c = c0; c < c1; ++c) orow[c] = table[wrow[c]] * s;
+      for (int64_t c = c0; c < c1; ++c) orow[c] = f8e4m3_to_f32(wrow[c]) * s;  // a table lookup (core/dtype.h)
     }
   }
   return out;
