@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <tuple>
 
 #include "core/dtype.h"
 
@@ -27,6 +28,14 @@ struct WeightMatrix {
   // Writes row r (cols floats) widened to float32.
   void row_to_float(int64_t r, float* out) const;
   size_t stored_bytes() const;
+
+  // Everything that tells one stored matrix from another (a row slice starting at row 0 shares its
+  // parent's data pointer): the key under which backends keep a prepared copy (packed panels,
+  // a device mirror).
+  using Identity = std::tuple<const void*, int64_t, int64_t, int, const void*, int64_t, int64_t>;
+  Identity identity() const {
+    return {data, rows, cols, static_cast<int>(dtype), scale, block_rows, block_cols};
+  }
 };
 
 }  // namespace deepinfer

@@ -62,6 +62,9 @@ struct TensorView {
   }
 
   int64_t dim(int k) const { return shape[static_cast<size_t>(k)]; }
+  // The last dimension, and how many rows of it the tensor holds (ops treat leading dims as rows).
+  int64_t last_dim() const { return rank == 0 ? 0 : shape[static_cast<size_t>(rank - 1)]; }
+  int64_t rows() const { return last_dim() == 0 ? 0 : numel() / last_dim(); }
   int64_t numel() const {
     int64_t n = 1;
     for (int k = 0; k < rank; ++k) n *= shape[static_cast<size_t>(k)];

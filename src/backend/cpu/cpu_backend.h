@@ -70,6 +70,9 @@ class CpuBackend final : public backend::Backend {
  private:
   // y [tokens, w.rows] = x W^T through the kernel the options ask for.
   void matmul(const WeightMatrix& w, const float* x, int64_t tokens, float* y);
+  // scratch_b_ [rows, mixes] = (unweighted RMSNorm of each row of X [rows, width]) fn^T: the
+  // mixing GEMM of mhc_pre and mhc_head.
+  void mhc_mixes(const float* fn, int64_t mixes, const float* X, int64_t rows, int64_t width, float eps);
   // out [tokens, D] = w2 (silu(min(w1 x, limit)) * clamp(w3 x, -limit, limit)).
   void swiglu(const backend::SwigluExpert& e, const float* x, int64_t tokens, float limit, float* out);
 

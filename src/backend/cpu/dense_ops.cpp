@@ -12,8 +12,6 @@ namespace deepinfer::cpu {
 
 namespace {
 
-int64_t rows_of(const TensorView& t) { return t.rank == 0 ? 0 : t.numel() / t.dim(t.rank - 1); }
-int64_t last_dim(const TensorView& t) { return t.dim(t.rank - 1); }
 
 void check_f32_contiguous(const TensorView& t, const char* what) {
   DEEPINFER_CHECK(t.dtype == DType::F32 && t.device == Device::CPU && t.is_contiguous(),
@@ -39,20 +37,20 @@ void CpuBackend::matmul(const WeightMatrix& w, const float* x, int64_t tokens, f
 void CpuBackend::linear(const WeightMatrix& w, TensorView x, TensorView y) {
   check_f32_contiguous(x, "linear input");
   check_f32_contiguous(y, "linear output");
-  const int64_t T = rows_of(x);
-  DEEPINFER_CHECK(last_dim(x) == w.cols && last_dim(y) == w.rows && rows_of(y) == T,
+  const int64_t T = x.rows();
+  DEEPINFER_CHECK(x.last_dim() == w.cols && y.last_dim() == w.rows && y.rows() == T,
                   "linear: weight [{}, {}] does not fit input [{}, {}] / output [{}, {}]", w.rows, w.cols, T,
-                  last_dim(x), rows_of(y), last_dim(y));
+                  x.last_dim(), y.rows(), y.last_dim());
   matmul(w, x.f32(), T, y.f32());
 }
 
 void CpuBackend::grouped_linear(const WeightMatrix& w, int64_t groups, TensorView x, TensorView y) {
   check_f32_contiguous(x, "grouped_linear input");
   check_f32_contiguous(y, "grouped_linear output");
-  const int64_t T = rows_of(x), C = w.cols, R = w.rows / groups;
-  DEEPINFER_CHECK(groups > 0 && w.rows % groups == 0 && last_dim(x) == groups * C && last_dim(y) == w.rows,
+  const int64_t T = x.rows(), C = w.cols, R = w.rows / groups;
+  DEEPINFER_CHECK(groups > 0 && w.rows % groups == 0 && x.last_dim() == groups * C && y.last_dim() == w.rows,
                   "grouped_linear: weight [{}, {}] in {} groups does not fit input width {} / output width {}",
-                  w.rows, w.cols, groups, last_dim(x), last_dim(y));
+                  w.rows, w.cols, groups, x.last_dim(), y.last_dim());
   scratch_a_.resize(static_cast<size_t>(T * C));
   scratch_b_.resize(static_cast<size_t>(T * R));
   const float* xs = x.f32();
@@ -82,7 +80,7 @@ void CpuBackend::embed(const WeightMatrix& table, std::span<const int32_t> ids, 
   check_f32_contiguous(out, "embed output");
   const auto T = static_cast<int64_t>(ids.size());
   const int64_t D = table.cols, copies = out.numel() / std::max<int64_t>(1, T * D);
-  DEEPINFER_CHECK(out.numel() == T * copies * D && last_dim(out) == D, "embed: output does not hold {} x {} rows of {}",
+  DEEPINFER_CHECK(out.numel() == T * copies * D && out.last_dim() == D, "embed: output does not hold {} x {} rows of {}",
                   T, copies, D);
   float* o = out.f32();
   for (int64_t t = 0; t < T; ++t) {
@@ -98,7 +96,7 @@ void CpuBackend::rms_norm(TensorView x, const float* weight, float eps, TensorVi
   check_f32_contiguous(x, "rms_norm input");
   check_f32_contiguous(out, "rms_norm output");
   DEEPINFER_CHECK(out.numel() == x.numel(), "rms_norm: output size {} != input size {}", out.numel(), x.numel());
-  const int64_t n = last_dim(x), rows = rows_of(x);
+  const int64_t n = x.last_dim(), rows = x.rows();
   const float* xs = x.f32();
   float* os = out.f32();
   ThreadPool::global().parallel_for(
@@ -130,21 +128,25 @@ void CpuBackend::rope(TensorView x, std::span<const int64_t> positions, const ba
   });
 }
 
+void CpuBackend::mhc_mixes(const float* fn, int64_t mixes, const float* X, int64_t rows, int64_t width, float eps) {
+  scratch_a_.resize(static_cast<size_t>(rows * width));
+  scratch_b_.resize(static_cast<size_t>(rows * mixes));
+  ThreadPool::global().parallel_for(static_cast<size_t>(rows), [&](size_t b, size_t e) {
+    rms_norm_to(X + static_cast<int64_t>(b) * width, scratch_a_.data() + static_cast<int64_t>(b) * width,
+                static_cast<int64_t>(e - b), width, nullptr, eps);
+  });
+  matmul(f32_matrix(fn, mixes, width), scratch_a_.data(), rows, scratch_b_.data());
+}
+
 void CpuBackend::mhc_pre(const backend::MhcWeights& w, const backend::MhcParams& p, TensorView residual,
                          TensorView input, TensorView post, TensorView comb) {
   for (const auto* t : {&residual, &input, &post, &comb}) check_f32_contiguous(*t, "mhc_pre tensor");
-  const int64_t n = p.hc_mult, D = last_dim(residual), T = rows_of(residual) / n, mix = (2 + n) * n;
+  const int64_t n = p.hc_mult, D = residual.last_dim(), T = residual.rows() / n, mix = (2 + n) * n;
   DEEPINFER_CHECK(residual.numel() == T * n * D && input.numel() == T * D && post.numel() == T * n &&
                       comb.numel() == T * n * n,
                   "mhc_pre: tensors do not match T = {}, hc_mult = {}, D = {}", T, n, D);
-  scratch_a_.resize(static_cast<size_t>(T * n * D));
-  scratch_b_.resize(static_cast<size_t>(T * mix));
   const float* X = residual.f32();
-  ThreadPool::global().parallel_for(static_cast<size_t>(T), [&](size_t b, size_t e) {
-    rms_norm_to(X + static_cast<int64_t>(b) * n * D, scratch_a_.data() + static_cast<int64_t>(b) * n * D,
-                static_cast<int64_t>(e - b), n * D, nullptr, p.norm_eps);
-  });
-  matmul(f32_matrix(w.fn, mix, n * D), scratch_a_.data(), T, scratch_b_.data());
+  mhc_mixes(w.fn, mix, X, T, n * D, p.norm_eps);
   const float eps = p.hc_eps;
   float* in_all = input.f32();
   float* post_all = post.f32();
@@ -197,7 +199,7 @@ void CpuBackend::mhc_pre(const backend::MhcWeights& w, const backend::MhcParams&
 
 void CpuBackend::mhc_post(TensorView residual, TensorView out, TensorView post, TensorView comb) {
   for (const auto* t : {&residual, &out, &post, &comb}) check_f32_contiguous(*t, "mhc_post tensor");
-  const int64_t D = last_dim(out), T = rows_of(out), n = post.numel() / std::max<int64_t>(T, 1);
+  const int64_t D = out.last_dim(), T = out.rows(), n = post.numel() / std::max<int64_t>(T, 1);
   DEEPINFER_CHECK(residual.numel() == T * n * D && comb.numel() == T * n * n,
                   "mhc_post: tensors do not match T = {}, hc_mult = {}, D = {}", T, n, D);
   float* X = residual.f32();
@@ -232,13 +234,10 @@ void CpuBackend::mhc_head(const backend::MhcWeights& w, const backend::MhcParams
                           TensorView hidden) {
   check_f32_contiguous(residual, "mhc_head input");
   check_f32_contiguous(hidden, "mhc_head output");
-  const int64_t n = p.hc_mult, D = last_dim(hidden), rows = rows_of(hidden);
+  const int64_t n = p.hc_mult, D = hidden.last_dim(), rows = hidden.rows();
   DEEPINFER_CHECK(residual.numel() == rows * n * D, "mhc_head: residual does not hold {} x {} x {}", rows, n, D);
-  scratch_a_.resize(static_cast<size_t>(rows * n * D));
-  scratch_b_.resize(static_cast<size_t>(rows * n));
   const float* X = residual.f32();
-  rms_norm_to(X, scratch_a_.data(), rows, n * D, nullptr, p.norm_eps);
-  matmul(f32_matrix(w.fn, n, n * D), scratch_a_.data(), rows, scratch_b_.data());
+  mhc_mixes(w.fn, n, X, rows, n * D, p.norm_eps);
   float* h = hidden.f32();
   std::fill(h, h + rows * D, 0.0f);
   for (int64_t r = 0; r < rows; ++r) {
@@ -253,7 +252,7 @@ void CpuBackend::mhc_head(const backend::MhcWeights& w, const backend::MhcParams
 void CpuBackend::moe_route(const backend::RoutingParams& p, TensorView logits, std::span<const int32_t> token_ids,
                            TensorView experts, TensorView weights) {
   check_f32_contiguous(logits, "moe_route logits");
-  const int64_t T = rows_of(logits), E = last_dim(logits), K = p.top_k;
+  const int64_t T = logits.rows(), E = logits.last_dim(), K = p.top_k;
   DEEPINFER_CHECK(static_cast<int64_t>(token_ids.size()) == T && experts.numel() == T * K && weights.numel() == T * K,
                   "moe_route: {} tokens, {} ids, experts/weights not [T, {}]", T, token_ids.size(), K);
   DEEPINFER_CHECK(K >= 1 && K <= E, "moe_route: top_k {} outside [1, {}]", K, E);
@@ -317,7 +316,7 @@ void CpuBackend::moe_experts(const backend::MoeWeights& w, TensorView x, TensorV
                              TensorView out) {
   check_f32_contiguous(x, "moe_experts input");
   check_f32_contiguous(out, "moe_experts output");
-  const int64_t T = rows_of(x), D = last_dim(x), K = experts.numel() / std::max<int64_t>(T, 1);
+  const int64_t T = x.rows(), D = x.last_dim(), K = experts.numel() / std::max<int64_t>(T, 1);
   const auto E = static_cast<int64_t>(w.experts.size());
   const int32_t* ex = experts.i32();
   const float* wt = weights.f32();

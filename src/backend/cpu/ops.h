@@ -17,27 +17,17 @@ void rms_norm_to(const float* x, float* out, int64_t rows, int64_t n, const floa
 void rope_interleaved(float* head, int64_t head_dim, const float* cos, const float* sin, int64_t half,
                       float sign = 1.0f);
 
-// Dot products of one row `a` with N rows `b[i]`, each with 8 fixed lanes summed in a fixed tree:
-// out[i] is the same number whatever N is and wherever it is called (the compiler vectorises the
-// lanes; N > 1 only adds independent chains, which hides FMA latency).
-template <int N>
-inline void dot_rows(const float* a, const float* const* b, int64_t n, float* out) {
-  float acc[N][8] = {};
+// Dot product with 8 fixed lanes summed in a fixed tree: the same result for the same inputs
+// wherever it is called (the compiler vectorises the lanes; the library builds without FMA
+// contraction, so inlining cannot change the rounding).
+inline float dot(const float* a, const float* b, int64_t n) {
+  float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
   int64_t i = 0;
   for (; i + 8 <= n; i += 8)
-    for (int r = 0; r < N; ++r)
-      for (int k = 0; k < 8; ++k) acc[r][k] += a[i + k] * b[r][i + k];
-  for (int r = 0; r < N; ++r) {
-    float s = ((acc[r][0] + acc[r][1]) + (acc[r][2] + acc[r][3])) + ((acc[r][4] + acc[r][5]) + (acc[r][6] + acc[r][7]));
-    for (int64_t j = i; j < n; ++j) s += a[j] * b[r][j];
-    out[r] = s;
-  }
-}
-
-inline float dot(const float* a, const float* b, int64_t n) {
-  float out;
-  dot_rows<1>(a, &b, n, &out);
-  return out;
+    for (int k = 0; k < 8; ++k) acc[k] += a[i + k] * b[i + k];
+  float s = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+  for (; i < n; ++i) s += a[i] * b[i];
+  return s;
 }
 
 float sigmoid(float x);

@@ -73,7 +73,7 @@ void run_panels(const W* panels, int64_t rows, int64_t k, const float* x, int64_
 }  // namespace
 
 const PackedLinear::Packed& PackedLinear::packed(const WeightMatrix& w) {
-  const Key key{w.data, w.rows, w.cols, static_cast<int>(w.dtype), w.scale, w.block_rows, w.block_cols};
+  const auto key = w.identity();
   {
     std::lock_guard lock(mutex_);
     if (auto it = cache_.find(key); it != cache_.end()) return *it->second;

@@ -11,7 +11,6 @@
 #include <memory>
 #include <mutex>
 #include <map>
-#include <tuple>
 #include <vector>
 
 #include "backend/weight_matrix.h"
@@ -36,11 +35,9 @@ class PackedLinear {
   const Packed& packed(const WeightMatrix& w);
 
   mutable std::mutex mutex_;
-  // Keyed by everything that describes the stored matrix (a row slice starting at row 0 shares its
-  // parent's data pointer). Weights must outlive the backend (backend.h): memory freed and reused
-  // for another matrix of the very same description would hit a stale entry.
-  using Key = std::tuple<const void*, int64_t, int64_t, int, const void*, int64_t, int64_t>;
-  std::map<Key, std::unique_ptr<Packed>> cache_;
+  // Keyed by WeightMatrix::identity(). Weights must outlive the backend (backend.h): memory freed
+  // and reused for another matrix of the very same description would hit a stale entry.
+  std::map<WeightMatrix::Identity, std::unique_ptr<Packed>> cache_;
 };
 
 }  // namespace deepinfer::cpu

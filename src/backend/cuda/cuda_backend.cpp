@@ -40,7 +40,7 @@ void CudaBackend::synchronize() { DEEPINFER_CUDA_CHECK(cudaDeviceSynchronize());
 
 const DeviceWeight& CudaBackend::weight(const WeightMatrix& w) {
   DEEPINFER_CHECK(w.valid(), "CUDA backend: weight has no data");
-  const WeightKey key{w.data, w.rows, w.cols, static_cast<int>(w.dtype), w.scale, w.block_rows, w.block_cols};
+  const auto key = w.identity();
   std::lock_guard lock(mutex_);
   if (auto it = weights_.find(key); it != weights_.end()) return it->second.first;
   DeviceWeight d;

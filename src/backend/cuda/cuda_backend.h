@@ -45,6 +45,12 @@ struct DeviceWeight {
   }
 };
 
+// Operands of CUDA ops: contiguous tensors of `dtype` in device memory.
+inline void check_device(const TensorView& t, DType dtype, const char* what) {
+  DEEPINFER_CHECK(t.dtype == dtype && t.device == Device::CUDA && t.is_contiguous(),
+                  "{}: expected a contiguous {} CUDA tensor", what, dtype_name(dtype));
+}
+
 class CudaBackend final : public backend::Backend {
  public:
   explicit CudaBackend(const backend::BackendOptions& options);
@@ -133,8 +139,7 @@ class CudaBackend final : public backend::Backend {
   backend::BackendOptions options_;
   CudaAllocator allocator_;
   std::mutex mutex_;
-  using WeightKey = std::tuple<const void*, int64_t, int64_t, int, const void*, int64_t, int64_t>;
-  std::map<WeightKey, std::pair<DeviceWeight, std::vector<Buffer>>> weights_;
+  std::map<WeightMatrix::Identity, std::pair<DeviceWeight, std::vector<Buffer>>> weights_;
   std::map<std::pair<const void*, size_t>, Buffer> arrays_;
   std::vector<Buffer> staging_;  // chunks; earlier chunks stay valid while an op stages more
   size_t staging_chunk_ = 0, staging_used_ = 0;

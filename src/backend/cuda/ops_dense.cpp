@@ -5,22 +5,10 @@
 
 namespace deepinfer::cuda {
 
-namespace {
-
-int64_t rows_of(const TensorView& t) { return t.rank == 0 ? 0 : t.numel() / t.dim(t.rank - 1); }
-int64_t last_dim(const TensorView& t) { return t.dim(t.rank - 1); }
-
-void check_device_f32(const TensorView& t, const char* what) {
-  DEEPINFER_CHECK(t.dtype == DType::F32 && t.device == Device::CUDA && t.is_contiguous(),
-                  "{}: expected a contiguous F32 CUDA tensor", what);
-}
-
-}  // namespace
-
 void CudaBackend::gather_rows(TensorView src, std::span<const int64_t> rows, TensorView dst) {
   begin_op();
-  check_device_f32(src, "gather_rows input");
-  check_device_f32(dst, "gather_rows output");
+  check_device(src, DType::F32, "gather_rows input");
+  check_device(dst, DType::F32, "gather_rows output");
   const int64_t T = src.rank ? src.dim(0) : 0, width = T ? src.numel() / T : 0;
   const auto R = static_cast<int64_t>(rows.size());
   DEEPINFER_CHECK(dst.numel() == R * width, "gather_rows: output holds {} values, {} rows of {} need {}", dst.numel(),
@@ -33,10 +21,10 @@ void CudaBackend::gather_rows(TensorView src, std::span<const int64_t> rows, Ten
 
 void CudaBackend::embed(const WeightMatrix& table, std::span<const int32_t> ids, TensorView out) {
   begin_op();
-  check_device_f32(out, "embed output");
+  check_device(out, DType::F32, "embed output");
   const auto T = static_cast<int64_t>(ids.size());
   const int64_t D = table.cols, copies = out.numel() / std::max<int64_t>(1, T * D);
-  DEEPINFER_CHECK(out.numel() == T * copies * D && last_dim(out) == D, "embed: output does not hold {} x {} rows of {}",
+  DEEPINFER_CHECK(out.numel() == T * copies * D && out.last_dim() == D, "embed: output does not hold {} x {} rows of {}",
                   T, copies, D);
   for (int32_t id : ids)
     DEEPINFER_CHECK(id >= 0 && id < table.rows, "token id {} outside the embedding's {} rows", id, table.rows);
@@ -47,18 +35,18 @@ void CudaBackend::embed(const WeightMatrix& table, std::span<const int32_t> ids,
 
 void CudaBackend::rms_norm(TensorView x, const float* weight_host, float eps, TensorView out) {
   begin_op();
-  check_device_f32(x, "rms_norm input");
-  check_device_f32(out, "rms_norm output");
+  check_device(x, DType::F32, "rms_norm input");
+  check_device(out, DType::F32, "rms_norm output");
   DEEPINFER_CHECK(out.numel() == x.numel(), "rms_norm: output size {} != input size {}", out.numel(), x.numel());
-  const int64_t n = last_dim(x);
-  launch_rms_norm(x.f32(), weight_host ? floats(weight_host, static_cast<size_t>(n)) : nullptr, eps, rows_of(x), n,
+  const int64_t n = x.last_dim();
+  launch_rms_norm(x.f32(), weight_host ? floats(weight_host, static_cast<size_t>(n)) : nullptr, eps, x.rows(), n,
                   out.f32());
   DEEPINFER_CUDA_LAUNCHED();
 }
 
 void CudaBackend::rope(TensorView x, std::span<const int64_t> positions, const backend::RopeFreqs& freqs, bool inverse) {
   begin_op();
-  check_device_f32(x, "rope input");
+  check_device(x, DType::F32, "rope input");
   DEEPINFER_CHECK(x.rank == 3 && x.dim(0) == static_cast<int64_t>(positions.size()),
                   "rope: expected [T, heads, head_dim] with T = {} positions", positions.size());
   DEEPINFER_CHECK(2 * freqs.half() <= x.dim(2), "rope: {} rotary pairs do not fit a head of {}", freqs.half(), x.dim(2));
@@ -70,8 +58,8 @@ void CudaBackend::rope(TensorView x, std::span<const int64_t> positions, const b
 void CudaBackend::mhc_pre(const backend::MhcWeights& w, const backend::MhcParams& p, TensorView residual,
                           TensorView input, TensorView post, TensorView comb) {
   begin_op();
-  for (const auto* t : {&residual, &input, &post, &comb}) check_device_f32(*t, "mhc_pre tensor");
-  const int64_t n = p.hc_mult, D = last_dim(residual), T = rows_of(residual) / n, mix = (2 + n) * n;
+  for (const auto* t : {&residual, &input, &post, &comb}) check_device(*t, DType::F32, "mhc_pre tensor");
+  const int64_t n = p.hc_mult, D = residual.last_dim(), T = residual.rows() / n, mix = (2 + n) * n;
   DEEPINFER_CHECK(residual.numel() == T * n * D && input.numel() == T * D && post.numel() == T * n &&
                       comb.numel() == T * n * n,
                   "mhc_pre: tensors do not match T = {}, hc_mult = {}, D = {}", T, n, D);
@@ -90,8 +78,8 @@ void CudaBackend::mhc_pre(const backend::MhcWeights& w, const backend::MhcParams
 
 void CudaBackend::mhc_post(TensorView residual, TensorView out, TensorView post, TensorView comb) {
   begin_op();
-  for (const auto* t : {&residual, &out, &post, &comb}) check_device_f32(*t, "mhc_post tensor");
-  const int64_t D = last_dim(out), T = rows_of(out), n = post.numel() / std::max<int64_t>(T, 1);
+  for (const auto* t : {&residual, &out, &post, &comb}) check_device(*t, DType::F32, "mhc_post tensor");
+  const int64_t D = out.last_dim(), T = out.rows(), n = post.numel() / std::max<int64_t>(T, 1);
   DEEPINFER_CHECK(residual.numel() == T * n * D && comb.numel() == T * n * n,
                   "mhc_post: tensors do not match T = {}, hc_mult = {}, D = {}", T, n, D);
   if (T == 0) return;
@@ -105,9 +93,9 @@ void CudaBackend::mhc_post(TensorView residual, TensorView out, TensorView post,
 void CudaBackend::mhc_head(const backend::MhcWeights& w, const backend::MhcParams& p, TensorView residual,
                            TensorView hidden) {
   begin_op();
-  check_device_f32(residual, "mhc_head input");
-  check_device_f32(hidden, "mhc_head output");
-  const int64_t n = p.hc_mult, D = last_dim(hidden), rows = rows_of(hidden);
+  check_device(residual, DType::F32, "mhc_head input");
+  check_device(hidden, DType::F32, "mhc_head output");
+  const int64_t n = p.hc_mult, D = hidden.last_dim(), rows = hidden.rows();
   DEEPINFER_CHECK(residual.numel() == rows * n * D, "mhc_head: residual does not hold {} x {} x {}", rows, n, D);
   if (rows == 0) return;
   auto* flat = static_cast<float*>(scratch(static_cast<size_t>(rows * n * D) * sizeof(float), 0));

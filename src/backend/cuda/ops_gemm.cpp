@@ -11,14 +11,6 @@ namespace deepinfer::cuda {
 
 namespace {
 
-int64_t rows_of(const TensorView& t) { return t.rank == 0 ? 0 : t.numel() / std::max<int64_t>(1, t.dim(t.rank - 1)); }
-int64_t last_dim(const TensorView& t) { return t.rank == 0 ? 0 : t.dim(t.rank - 1); }
-
-void check_device(const TensorView& t, DType dtype, const char* what) {
-  DEEPINFER_CHECK(t.dtype == dtype && t.device == Device::CUDA && t.is_contiguous(),
-                  "{}: expected a contiguous {} CUDA tensor", what, dtype_name(dtype));
-}
-
 bool same_shape(const WeightMatrix* w, int64_t rows, int64_t cols) {
   return w != nullptr && w->rows == rows && w->cols == cols;
 }
@@ -29,10 +21,10 @@ void CudaBackend::linear(const WeightMatrix& w, TensorView x, TensorView y) {
   begin_op();
   check_device(x, DType::F32, "linear input");
   check_device(y, DType::F32, "linear output");
-  const int64_t T = rows_of(x);
-  DEEPINFER_CHECK(last_dim(x) == w.cols && last_dim(y) == w.rows && rows_of(y) == T,
+  const int64_t T = x.rows();
+  DEEPINFER_CHECK(x.last_dim() == w.cols && y.last_dim() == w.rows && y.rows() == T,
                   "linear: weight [{}, {}] does not fit input [{}, {}] / output [{}, {}]", w.rows, w.cols, T,
-                  last_dim(x), rows_of(y), last_dim(y));
+                  x.last_dim(), y.rows(), y.last_dim());
   if (T == 0 || w.rows == 0) return;
   const DevMatrix dw = weight(w).dev();
   launch_linear(dw, 1, x.f32(), T, y.f32());
@@ -43,11 +35,11 @@ void CudaBackend::grouped_linear(const WeightMatrix& w, int64_t groups, TensorVi
   begin_op();
   check_device(x, DType::F32, "grouped_linear input");
   check_device(y, DType::F32, "grouped_linear output");
-  const int64_t T = rows_of(x), C = w.cols;
-  DEEPINFER_CHECK(groups > 0 && w.rows % groups == 0 && last_dim(x) == groups * C && last_dim(y) == w.rows &&
-                      rows_of(y) == T,
+  const int64_t T = x.rows(), C = w.cols;
+  DEEPINFER_CHECK(groups > 0 && w.rows % groups == 0 && x.last_dim() == groups * C && y.last_dim() == w.rows &&
+                      y.rows() == T,
                   "grouped_linear: weight [{}, {}] in {} groups does not fit input width {} / output width {}",
-                  w.rows, w.cols, groups, last_dim(x), last_dim(y));
+                  w.rows, w.cols, groups, x.last_dim(), y.last_dim());
   DEEPINFER_CHECK(groups <= 65535, "grouped_linear: {} groups above the CUDA grid limit", groups);
   if (T == 0 || w.rows == 0) return;
   const DevMatrix dw = weight(w).dev();
@@ -61,7 +53,7 @@ void CudaBackend::moe_route(const backend::RoutingParams& p, TensorView logits, 
   check_device(logits, DType::F32, "moe_route logits");
   check_device(experts, DType::I32, "moe_route experts");
   check_device(weights, DType::F32, "moe_route weights");
-  const int64_t T = rows_of(logits), E = last_dim(logits), K = p.top_k;
+  const int64_t T = logits.rows(), E = logits.last_dim(), K = p.top_k;
   DEEPINFER_CHECK(static_cast<int64_t>(token_ids.size()) == T && experts.numel() == T * K && weights.numel() == T * K,
                   "moe_route: {} tokens, {} ids, experts/weights not [T, {}]", T, token_ids.size(), K);
   DEEPINFER_CHECK(K >= 1 && K <= E, "moe_route: top_k {} outside [1, {}]", K, E);
@@ -135,7 +127,7 @@ void CudaBackend::moe_experts(const backend::MoeWeights& w, TensorView x, Tensor
   check_device(out, DType::F32, "moe_experts output");
   check_device(experts, DType::I32, "moe_experts experts");
   check_device(weights, DType::F32, "moe_experts weights");
-  const int64_t T = rows_of(x), D = last_dim(x), K = experts.numel() / std::max<int64_t>(T, 1);
+  const int64_t T = x.rows(), D = x.last_dim(), K = experts.numel() / std::max<int64_t>(T, 1);
   const auto E = static_cast<int64_t>(w.experts.size());
   DEEPINFER_CHECK(out.numel() == T * D && experts.numel() == T * K && weights.numel() == T * K,
                   "moe_experts: input [{}, {}], experts / weights of {} / {} values, output of {}", T, D,
