@@ -25,20 +25,57 @@
 
 namespace deepinfer {
 
+// Guided decoding (vLLM's StructuredOutputsParams): set at most one kind. The output is then
+// always in the language: a JSON Schema's instances, the regex's full matches, one of the
+// choices, the GBNF grammar's sentences (start rule `root`), or any JSON object. Generation ends
+// ("stop") when the grammar is complete. Every spec is compiled once (cached, 64 most recent) when
+// a request using it is added; a spec that does not compile is an error naming the field.
+// Reasoning models: if the prompt ends inside `<think>` (the vocabulary has `</think>` and the
+// prompt's last `<think>` is open), the constraint starts after the model writes `</think>`.
+// What each front end accepts: docs/structured-outputs.md.
+struct StructuredOutputs {
+  std::optional<std::string> json;                 // JSON Schema, as JSON text
+  std::optional<std::string> regex;
+  std::optional<std::vector<std::string>> choice;
+  std::optional<std::string> grammar;              // GBNF
+  bool json_object = false;
+  bool disable_any_whitespace = false;             // JSON kinds: no whitespace between tokens
+};
+
 struct SamplingParams {
-  int64_t n = 1;             // completions per prompt (only 1 for now)
+  // Completions per prompt, each its own sequence: RequestOutput::outputs[i] has index i and seed
+  // `seed + i` when seed is set (vLLM's rule), its own engine-chosen seed otherwise.
+  int64_t n = 1;
   double temperature = 1.0;  // 0 = greedy
   double top_p = 1.0;        // nucleus mass in (0, 1]; 1 = off
   int64_t top_k = 0;         // keep the k most likely tokens; 0 or -1 = off
+  double min_p = 0.0;        // drop tokens less likely than min_p x the top token's probability, [0, 1]
+  // OpenAI penalties over the generated tokens, [-2, 2]: logit -= frequency_penalty x count and
+  // -= presence_penalty once a token appeared.
+  double presence_penalty = 0.0;
+  double frequency_penalty = 0.0;
+  // Over prompt and generated tokens, > 0, 1 = off: seen tokens' positive logits are divided by
+  // it, negative ones multiplied (vLLM / CTRL).
+  double repetition_penalty = 1.0;
+  std::vector<std::pair<int32_t, double>> logit_bias;  // token id -> added to its logit (ids checked)
   // Same seed + same prompt + same parameters = same tokens, whatever else is in the batch.
   // Unset: the engine gives each request its own seed (reported in CompletionOutput::seed).
   std::optional<uint64_t> seed;
   int64_t max_tokens = 16;                // generated tokens at most (a stop token counts)
+  int64_t min_tokens = 0;                 // EOS / stop_token_ids / stop strings ignored until this many
   std::vector<std::string> stop;          // stop strings: generation ends there, the text excludes them
   std::vector<int32_t> stop_token_ids;    // in addition to EOS; the id is kept in token_ids, not in text
+  bool include_stop_str_in_output = false;  // keep the matched stop string at the end of the text
   bool ignore_eos = false;                // keep generating past EOS
+  // Log-probabilities (0..20), of the model's raw distribution: log_softmax of its logits, with
+  // only the guided-decoding mask applied (vLLM V1's default logprobs_mode "raw_logprobs");
+  // temperature, penalties, bias and top-k/p/min-p do not change them.
+  std::optional<int64_t> logprobs;         // per generated token: its logprob and rank + the top N
+  std::optional<int64_t> prompt_logprobs;  // per prompt token but the first: the same
+  StructuredOutputs structured_outputs;
   bool skip_special_tokens = true;        // leave special tokens out of the text
-  bool return_logits = false;             // testing/debugging: CompletionOutput::logits
+  // Testing/debugging: CompletionOutput::logits, the row logprobs are read from.
+  bool return_logits = false;
 };
 
 struct EngineConfig {
@@ -60,6 +97,16 @@ struct EngineConfig {
   std::string device;
   // Weight-loading progress: (bytes done, bytes total).
   std::function<void(size_t, size_t)> load_progress;
+  // Automatic prefix caching (vLLM's enable_prefix_caching): full blocks of earlier prompts and
+  // outputs are reused by later requests that start with the same tokens (hit granularity: one
+  // block, 64 positions on the kjv model, 128 on V4-Flash).
+  bool enable_prefix_caching = true;
+  // Sliding-window state on a hit. > 0 (default 140, must be >= the model's window): bounded
+  // replay — the last swa_replay_keep tokens before the hit are recomputed with the window clamped
+  // there (approximate, O(keep) work). 0: exact — window-state snapshots at block boundaries are
+  // cached too and a hit ends where one exists; outputs equal uncached ones bit for bit under
+  // batch-invariant numerics.
+  int64_t swa_replay_keep = 140;
 };
 
 // One prompt: text (tokenized, BOS added when tokenizer_config.json asks for it) or token ids
@@ -79,8 +126,20 @@ struct RequestMetrics {
   double total_time = 0;           // seconds from submission to the last
 };
 
+struct Logprob {
+  int32_t token_id = 0;
+  float logprob = 0;
+};
+
+struct TokenLogprob {
+  int32_t token_id = 0;      // the generated (or prompt) token
+  float logprob = 0;
+  int64_t rank = 0;          // 1 + the number of tokens more likely than it
+  std::vector<Logprob> top;  // the N most likely tokens, descending (ties: lower id); masked ones left out
+};
+
 struct CompletionOutput {
-  size_t index = 0;  // completion index within the request (always 0 while n = 1)
+  size_t index = 0;  // completion index within the request, 0 .. n-1
   std::string text;
   std::vector<int32_t> token_ids;
   std::string finish_reason;                  // "stop" (EOS, stop token, stop string) or "length"
@@ -88,24 +147,35 @@ struct CompletionOutput {
   std::optional<int32_t> stop_token_id;       // the EOS / stop token id that ended it
   uint64_t seed = 0;                          // the seed its samples were drawn with
   std::vector<float> logits;                  // return_logits: vocab_size floats per token
+  std::vector<TokenLogprob> logprobs;         // SamplingParams::logprobs: one per token of token_ids
+  std::optional<double> cumulative_logprob;   // with logprobs: their sum
 };
 
 struct RequestOutput {
   size_t index = 0;                   // position in the generate() input
   std::optional<std::string> prompt;  // the prompt text, when given as text
   std::vector<int32_t> prompt_token_ids;
-  std::vector<CompletionOutput> outputs;  // one (n = 1)
+  // SamplingParams::prompt_logprobs: one per prompt token; the first is empty (nothing predicts it).
+  std::vector<std::optional<TokenLogprob>> prompt_logprobs;
+  std::vector<CompletionOutput> outputs;  // n, in index order
   RequestMetrics metrics;
   bool finished = true;
+  int64_t num_cached_tokens = 0;  // prompt tokens served by the prefix cache (OpenAI's cached_tokens)
 };
 
 // Passed to the streaming callback after every step, for each request that produced a token.
 struct StreamEvent {
   size_t index = 0;                     // position in the generate() input
+  size_t output_index = 0;              // which completion (CompletionOutput::index)
   std::vector<int32_t> new_token_ids;
   std::string text;                     // text that became final (stop strings never appear)
-  bool finished = false;
+  std::vector<TokenLogprob> logprobs;   // SamplingParams::logprobs: one per new token
+  // SamplingParams::prompt_logprobs: in the first event of completion 0, as RequestOutput's.
+  std::vector<std::optional<TokenLogprob>> prompt_logprobs;
+  bool finished = false;                // this completion is finished
   std::string finish_reason;            // when finished
+  bool request_finished = false;        // every completion of the request is finished
+  int64_t num_cached_tokens = 0;        // when request_finished: RequestOutput::num_cached_tokens
 };
 using StreamCallback = std::function<void(const StreamEvent&)>;
 
@@ -115,6 +185,11 @@ struct EngineStats {
   int64_t scheduled_tokens = 0;  // tokens run through the model, recomputation included
   int64_t prompt_tokens = 0;
   int64_t generated_tokens = 0;
+  int64_t computed_prompt_tokens = 0;  // prompt positions run through the model (replay included)
+  int64_t cached_prompt_tokens = 0;    // tokens served by the prefix cache
+  int64_t replayed_tokens = 0;         // recomputed by bounded replay after hits
+  double prefix_cache_hit_rate = 0;    // cached / looked-up tokens, over this LLM's lifetime
+  int64_t prefix_cache_evicted_blocks = 0;
 };
 
 class LLM {

@@ -88,6 +88,16 @@ struct RoutingParams {
   TopKTies ties = TopKTies::Reference;
 };
 
+// The activation fake-quantisations of the DeepSeek-V4.1 reference (its kernel.py act_quant /
+// fp4_act_quant with inplace=True): each group of `group` values along the last dimension gets a
+// scale from its amax, is rounded to the element format (round to nearest even, saturating) and is
+// multiplied back by the scale.
+enum class ActQuant {
+  Fp8Ue8m0,   // e4m3, group 32, scale 2^ceil(log2(max(amax, 1e-4) / 448))
+  Fp4Ue8m0,   // e2m1, group 32, scale 2^ceil(log2(max(amax, 6 * 2^-126) / 6))  (index q / k)
+  Fp4E4m3x16  // e2m1, group 16, scale e4m3(max(amax, 6 * 2^-9) / 6)             (compressed KV)
+};
+
 // Weights (WeightMatrix and the float vectors ops read) must outlive the backend and not change:
 // a backend may prepare a weight on first use (repack it, upload it) and keep that copy.
 class Backend {
@@ -172,6 +182,10 @@ class Backend {
   // experts accumulate in ascending expert id per token.
   virtual void moe_experts(const MoeWeights& w, TensorView x, TensorView experts, TensorView weights,
                            TensorView out) = 0;
+
+  // --- quantisation (DeepSeek-V4.1) ---
+  // x [.., n] in place, n a multiple of the format's group (see ActQuant).
+  virtual void quantize_dequantize(TensorView x, ActQuant format) = 0;
 };
 
 struct BackendOptions {

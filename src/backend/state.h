@@ -22,6 +22,13 @@ struct SeqSlice {
   int64_t start = 0;  // position of its first token (= tokens already in its state)
   int32_t slot = 0;   // its state slot
   std::span<const int32_t> blocks;  // block table: block i covers positions [i, i + 1) * block_tokens
+  // Prefix-cache hits (kv/prefix_cache.h). Window attention never reads positions below
+  // `window_floor`: under bounded replay the window state is rebuilt from there, and whatever the
+  // slot held before belongs to another sequence.
+  int64_t window_floor = 0;
+  // Positions below `cached_until` lie in shared, read-only cached blocks: compressed entries (and
+  // indexer keys) of windows that end at or before it are neither computed nor written.
+  int64_t cached_until = 0;
 };
 
 // A compressor's state inside the pools (main KV compressor or the indexer's own).
@@ -75,6 +82,10 @@ inline void check_slices(std::span<const SeqSlice> seqs, int64_t tokens, const S
                     s.begin, s.count, covered);
     DEEPINFER_CHECK(static_cast<int64_t>(s.blocks.size()) * state.block_tokens >= s.start + s.count,
                     "block table of {} blocks does not cover {} positions", s.blocks.size(), s.start + s.count);
+    DEEPINFER_CHECK(s.window_floor >= 0 && s.window_floor <= s.start && s.cached_until >= 0 &&
+                        s.cached_until <= static_cast<int64_t>(s.blocks.size()) * state.block_tokens,
+                    "bad prefix-cache bounds: window floor {}, cached until {} (start {}, {} blocks)", s.window_floor,
+                    s.cached_until, s.start, s.blocks.size());
     covered += s.count;
   }
   DEEPINFER_CHECK(covered == tokens, "sequence slices cover {} tokens, the step has {}", covered, tokens);

@@ -1,5 +1,6 @@
 #include "core/buffer.h"
 
+#include <cstring>
 #include <new>
 #include <utility>
 
@@ -35,6 +36,10 @@ AllocatorStats Allocator::stats() const {
   s.bytes_live = bytes_live_.load(std::memory_order_relaxed);
   s.bytes_peak = bytes_peak_.load(std::memory_order_relaxed);
   return s;
+}
+
+void HostAllocator::copy(void* dst, const void* src, size_t bytes) {
+  if (bytes) std::memcpy(dst, src, bytes);
 }
 
 HostAllocator& HostAllocator::instance() {

@@ -34,6 +34,10 @@ class Allocator {
   // Returns what allocate(bytes, alignment) gave.
   void deallocate(void* p, size_t bytes, size_t alignment = kBufferAlignment) noexcept;
   AllocatorStats stats() const;
+  // Copies between two buffers of this allocator, and from host memory into one; ordered after the
+  // device work issued so far (state-pool slot snapshots for the prefix cache; test poisoning).
+  virtual void copy(void* dst, const void* src, size_t bytes) = 0;
+  virtual void write(void* dst, const void* host_src, size_t bytes) = 0;
 
  protected:
   virtual void* do_allocate(size_t bytes, size_t alignment) = 0;
@@ -50,6 +54,8 @@ class HostAllocator final : public Allocator {
   std::string_view name() const override { return "host"; }
   // The process-wide host allocator (its counters cover every default-allocated buffer).
   static HostAllocator& instance();
+  void copy(void* dst, const void* src, size_t bytes) override;
+  void write(void* dst, const void* host_src, size_t bytes) override { copy(dst, host_src, bytes); }
 
  protected:
   void* do_allocate(size_t bytes, size_t alignment) override;

@@ -52,6 +52,12 @@ std::span<const float> Generator::last_row(const std::vector<float>& logits) con
 GenerationResult Generator::generate(std::span<const int32_t> prompt, const sampling::SamplingParams& params,
                                      const TokenCallback& on_token) {
   params.validate();
+  // The minimal loop samples each row as it comes; the per-sequence controls live in LLMEngine.
+  DEEPINFER_CHECK(params.n == 1 && !params.has_penalties() && params.logit_bias.empty() && params.min_tokens == 0 &&
+                      !params.logprobs && !params.prompt_logprobs && !params.structured_outputs.active(),
+                  "the single-sequence Generator supports temperature, top_p, top_k, min_p, seed, max_tokens, "
+                  "stop_token_ids and ignore_eos only: use LLMEngine for n, penalties, logit_bias, min_tokens, "
+                  "logprobs and structured outputs");
   const int64_t vocab = model_.vocab_size();
   DEEPINFER_CHECK(!prompt.empty(), "the prompt is empty: at least one token id is needed");
   for (size_t i = 0; i < prompt.size(); ++i)

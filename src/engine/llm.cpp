@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "engine/llm_engine.h"
+#include "engine/public_params.h"
 #include "model/model.h"
 #include "tokenizer/tokenizer.h"
 
@@ -19,25 +20,43 @@ bool env_batch_invariant() {
   return v && std::string_view(v) == "1";
 }
 
+TokenLogprob to_public(const sampling::TokenLogprob& t) {
+  TokenLogprob out{t.token_id, t.logprob, t.rank, {}};
+  out.top.reserve(t.top.size());
+  for (const auto& l : t.top) out.top.push_back({l.token_id, l.logprob});
+  return out;
+}
+
+}  // namespace
+
 engine::RequestParams to_request_params(const SamplingParams& p) {
-  DEEPINFER_CHECK(p.n == 1, "n = {} completions per prompt is not supported yet (only n = 1)", p.n);
   DEEPINFER_CHECK(p.top_k >= -1, "invalid sampling parameter: top_k must be >= -1 (0 or -1 = off), got {}", p.top_k);
   engine::RequestParams r;
+  r.sampling.n = p.n;
   r.sampling.temperature = p.temperature;
   r.sampling.top_p = p.top_p;
   r.sampling.top_k = p.top_k < 0 ? 0 : p.top_k;
+  r.sampling.min_p = p.min_p;
+  r.sampling.presence_penalty = p.presence_penalty;
+  r.sampling.frequency_penalty = p.frequency_penalty;
+  r.sampling.repetition_penalty = p.repetition_penalty;
+  r.sampling.logit_bias = p.logit_bias;
   r.sampling.max_tokens = p.max_tokens;
+  r.sampling.min_tokens = p.min_tokens;
   r.sampling.stop_token_ids = p.stop_token_ids;
   r.sampling.ignore_eos = p.ignore_eos;
+  r.sampling.logprobs = p.logprobs;
+  r.sampling.prompt_logprobs = p.prompt_logprobs;
+  const StructuredOutputs& so = p.structured_outputs;
+  r.sampling.structured_outputs = {so.json, so.regex, so.choice, so.grammar, so.json_object, so.disable_any_whitespace};
   r.sampling.validate();
   r.seed = p.seed;
   r.stop = p.stop;
+  r.include_stop_str_in_output = p.include_stop_str_in_output;
   r.skip_special_tokens = p.skip_special_tokens;
   r.return_logits = p.return_logits;
   return r;
 }
-
-}  // namespace
 
 struct LLM::Impl {
   bool batch_invariant = false;
@@ -72,6 +91,8 @@ LLM::LLM(const std::filesystem::path& model_dir, EngineConfig config) : impl_(st
   options.limits.max_prefill_chunk = config.max_prefill_chunk;
   options.kv_memory_bytes = config.kv_memory_bytes;
   options.seed = config.seed;
+  options.enable_prefix_caching = config.enable_prefix_caching;
+  options.swa_replay_keep = config.swa_replay_keep;
   impl_->engine = std::make_unique<engine::LLMEngine>(
       *impl_->model, impl_->tokenizer ? &*impl_->tokenizer : nullptr, std::move(options));
 }
@@ -111,10 +132,14 @@ std::vector<RequestOutput> LLM::generate(const std::vector<Prompt>& prompts, con
       } else {
         out.prompt_token_ids = prompt.token_ids;
       }
-      const uint64_t id =
-          eng.add_request(out.prompt_token_ids, to_request_params(params.size() == 1 ? params[0] : params[i]));
+      const SamplingParams& p = params.size() == 1 ? params[0] : params[i];
+      const uint64_t id = eng.add_request(out.prompt_token_ids, to_request_params(p));
       index_of.emplace(id, i);
-      out.outputs.resize(1);
+      out.outputs.resize(static_cast<size_t>(p.n));
+      for (size_t k = 0; k < out.outputs.size(); ++k) {
+        out.outputs[k].index = k;
+        if (p.logprobs) out.outputs[k].cumulative_logprob = 0.0;
+      }
     } catch (const std::exception& e) {
       abort_all();
       fail("prompt {}: {}", i, e.what());
@@ -122,34 +147,56 @@ std::vector<RequestOutput> LLM::generate(const std::vector<Prompt>& prompts, con
   }
 
   try {
+    // Completions still running per request.
+    std::vector<size_t> open(outputs.size());
+    for (const auto& out : outputs) open[out.index] = out.outputs.size();
     size_t unfinished = index_of.size();
     while (unfinished > 0) {
       for (engine::RequestDelta& d : eng.step()) {
         const auto it = index_of.find(d.id);
         if (it == index_of.end()) continue;  // not ours (cannot happen: one generate() at a time)
         RequestOutput& out = outputs[it->second];
-        CompletionOutput& c = out.outputs[0];
+        CompletionOutput& c = out.outputs.at(d.index);
         c.seed = d.seed;
         c.token_ids.insert(c.token_ids.end(), d.new_token_ids.begin(), d.new_token_ids.end());
         c.text += d.text;
         c.logits.insert(c.logits.end(), d.logits.begin(), d.logits.end());
+        std::vector<TokenLogprob> logprobs;
+        for (const auto& l : d.logprobs) {
+          logprobs.push_back(to_public(l));
+          *c.cumulative_logprob += l.logprob;
+        }
+        c.logprobs.insert(c.logprobs.end(), logprobs.begin(), logprobs.end());
+        std::vector<std::optional<TokenLogprob>> prompt_logprobs;
+        for (const auto& l : d.prompt_logprobs)
+          prompt_logprobs.push_back(l ? std::optional<TokenLogprob>(to_public(*l)) : std::nullopt);
+        if (!prompt_logprobs.empty()) out.prompt_logprobs = prompt_logprobs;
+        bool request_done = false;
         if (d.finished) {
+          out.num_cached_tokens = std::max(out.num_cached_tokens, d.num_cached_tokens);
           c.finish_reason = engine::to_string(d.finish_reason);
           c.stop_string = d.stop_string;
           c.stop_token_id = d.stop_token;
-          out.metrics.time_to_first_token = d.time_to_first_token;
-          out.metrics.total_time = d.total_time;
-          out.finished = true;
-          index_of.erase(it);
-          --unfinished;
+          if (--open[out.index] == 0) {  // the request's metrics are those of its last completion
+            out.metrics.time_to_first_token = d.time_to_first_token;
+            out.metrics.total_time = d.total_time;
+            out.finished = request_done = true;
+            index_of.erase(it);
+            --unfinished;
+          }
         }
         if (on_event) {
           StreamEvent event;
           event.index = out.index;
+          event.output_index = d.index;
           event.new_token_ids = std::move(d.new_token_ids);
           event.text = std::move(d.text);
+          event.logprobs = std::move(logprobs);
+          event.prompt_logprobs = std::move(prompt_logprobs);
           event.finished = d.finished;
           if (d.finished) event.finish_reason = c.finish_reason;
+          event.request_finished = request_done;
+          if (request_done) event.num_cached_tokens = out.num_cached_tokens;
           on_event(event);
         }
       }
@@ -175,7 +222,15 @@ bool LLM::batch_invariant() const { return impl_->batch_invariant; }
 
 EngineStats LLM::stats() const {
   const auto& s = impl_->engine->stats();
-  return EngineStats{s.steps, s.preemptions, s.scheduled_tokens, s.prompt_tokens, s.generated_tokens};
+  EngineStats out{s.steps, s.preemptions, s.scheduled_tokens, s.prompt_tokens, s.generated_tokens};
+  out.computed_prompt_tokens = s.computed_prompt_tokens;
+  out.cached_prompt_tokens = s.cached_prompt_tokens;
+  out.replayed_tokens = s.replayed_tokens;
+  if (const kv::PrefixCache* cache = impl_->engine->prefix_cache()) {
+    out.prefix_cache_hit_rate = cache->stats().hit_rate();
+    out.prefix_cache_evicted_blocks = cache->stats().evicted_blocks;
+  }
+  return out;
 }
 
 }  // namespace deepinfer

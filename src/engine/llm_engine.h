@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -21,10 +22,14 @@
 #include "engine/model_runner.h"
 #include "engine/output_text.h"
 #include "engine/scheduler.h"
+#include "kv/prefix_cache.h"
 #include "kv/state_pool.h"
 #include "model/model.h"
+#include "sampling/guided_decoding.h"
+#include "sampling/logprobs.h"
 #include "sampling/sampler.h"
 #include "sampling/sampling_params.h"
+#include "sampling/sequence_sampler.h"
 #include "tokenizer/tokenizer.h"
 
 namespace deepinfer::engine {
@@ -38,19 +43,36 @@ struct EngineOptions {
   // Seeds for requests that bring none are derived from this (default: random per engine), one
   // per request, so unseeded requests never share a random stream.
   std::optional<uint64_t> seed;
+  // Compiled guided-decoding grammars kept (least recently used dropped first).
+  size_t grammar_cache_entries = 64;
+  // Prefix caching (kv/prefix_cache.h): full blocks of computed prompts and outputs are kept and
+  // reused by later sequences that start with the same tokens.
+  bool enable_prefix_caching = true;
+  // Sliding-window state on a hit. > 0: bounded replay of this many tokens before the hit (must
+  // be >= the model's window; approximate, O(keep) work). 0: exact — window-state snapshots at
+  // block boundaries are cached as well (`snapshot_slots` slots of the pool) and a hit ends where
+  // one exists; outputs then equal uncached ones bit for bit in batch-invariant mode.
+  int64_t swa_replay_keep = 140;
+  int64_t snapshot_slots = 0;  // exact mode; 0 = max_num_seqs
 };
 
+// sampling.n > 1: n sequences share the request id, each with its own seed (`seed` + i when set,
+// vLLM's rule; derived per sequence otherwise) and reports as RequestDelta::index = i.
 struct RequestParams {
   sampling::SamplingParams sampling;  // sampling.seed is ignored: see `seed`
   std::optional<uint64_t> seed;       // empty: the engine picks one (reported in RequestDelta::seed)
   std::vector<std::string> stop;      // stop strings (need a tokenizer); trimmed from the text
+  bool include_stop_str_in_output = false;  // keep the matched stop string at the end of the text
   bool skip_special_tokens = true;    // leave special tokens out of the text
-  bool return_logits = false;         // report every sampled token's logits row (tests, debugging)
+  // Report every sampled token's logits row (tests, debugging): the model's row, with the grammar
+  // mask applied when guided decoding is active (the row logprobs are read from).
+  bool return_logits = false;
 };
 
 // What one request produced in one step.
 struct RequestDelta {
-  uint64_t id = 0;
+  uint64_t id = 0;                     // the request id (add_request's)
+  size_t index = 0;                    // which of the request's n completions
   uint64_t seed = 0;                   // the seed its samples are drawn with
   std::vector<int32_t> new_token_ids;  // tokens sampled this step (one; none in a prefill-only step)
   std::string text;                    // text that became final this step
@@ -59,8 +81,14 @@ struct RequestDelta {
   std::optional<std::string> stop_string;             // the stop string that ended it, if one did
   std::optional<int32_t> stop_token;                  // the EOS / stop token id that ended it, if one did
   std::vector<float> logits;  // return_logits: vocab_size floats per new token
+  std::vector<sampling::TokenLogprob> logprobs;  // sampling.logprobs: one per new token
+  // sampling.prompt_logprobs: in the first delta of completion 0, one entry per prompt token (the
+  // first has none, as in vLLM); empty in every other delta.
+  std::vector<std::optional<sampling::TokenLogprob>> prompt_logprobs;
   // When finished: seconds from add_request to the first token and to the last.
   double time_to_first_token = 0, total_time = 0;
+  // Prompt tokens served by the prefix cache (OpenAI's cached_tokens), once known (first admission).
+  int64_t num_cached_tokens = 0;
 };
 
 struct EngineStats {
@@ -70,6 +98,9 @@ struct EngineStats {
   int64_t prompt_tokens = 0;     // prompt tokens of added requests
   int64_t generated_tokens = 0;
   int64_t finished_requests = 0, aborted_requests = 0;
+  int64_t computed_prompt_tokens = 0;  // prompt positions run through the model (replay included)
+  int64_t cached_prompt_tokens = 0;    // prompt tokens served by the prefix cache
+  int64_t replayed_tokens = 0;         // tokens recomputed by bounded replay after hits
 };
 
 class LLMEngine {
@@ -78,12 +109,15 @@ class LLMEngine {
   LLMEngine(const model::CausalLM& model, const Tokenizer* tokenizer, EngineOptions options = {});
   ~LLMEngine();
 
-  // Queues a request and returns its id. Throws Error (and queues nothing) for an empty prompt, ids
-  // outside the vocabulary, a prompt longer than the context limit, or invalid parameters.
+  // Queues a request (sampling.n sequences) and returns its id. Throws Error (and queues nothing)
+  // for an empty prompt, ids outside the vocabulary, a prompt longer than the context limit, or
+  // invalid parameters (a guided-decoding spec that does not compile included: it is compiled
+  // here, once per spec, through the engine's bounded grammar cache).
   uint64_t add_request(std::vector<int32_t> prompt, RequestParams params);
-  // Drops an unfinished request, returning its slot and blocks; false if the id is not active.
+  // Drops an unfinished request (all its sequences), returning their slots and blocks; false if
+  // the id is not active.
   bool abort(uint64_t id);
-  // Runs one step; returns one delta per request that sampled a token (in forward order).
+  // Runs one step; returns one delta per sequence that sampled a token (in forward order).
   std::vector<RequestDelta> step();
   bool has_unfinished() const { return !requests_.empty(); }
 
@@ -93,27 +127,48 @@ class LLMEngine {
   int64_t context_limit() const { return context_limit_; }
   const EngineStats& stats() const { return stats_; }
   const kv::StatePool& pool() const { return pool_; }
+  // Blocks a new sequence could get: free ones plus unreferenced cached ones.
+  int64_t available_blocks() const {
+    return prefix_cache_ ? prefix_cache_->available_blocks() : pool_.free_block_count();
+  }
+  // Null when prefix caching is off.
+  const kv::PrefixCache* prefix_cache() const { return prefix_cache_.get(); }
+  kv::PrefixCache* prefix_cache() { return prefix_cache_.get(); }
+  // Test hook: fill every slot with NaN when it is handed out (see kv::StatePool).
+  void poison_slots_for_testing(bool on) { pool_.set_poison_slots(on); }
   const Scheduler& scheduler() const { return scheduler_; }
   const model::CausalLM& model() const { return model_; }
   const Tokenizer* tokenizer() const { return tokenizer_; }
   const EngineOptions& options() const { return options_; }
-  size_t num_requests() const { return requests_.size(); }
+  size_t num_requests() const { return groups_.size(); }
+  // The guided-decoding grammar cache (null until the first guided request).
+  const sampling::GrammarCache* grammar_cache() const { return grammar_cache_.get(); }
 
  private:
   using Clock = std::chrono::steady_clock;
+  // One sequence: a request with n = 1, or one of the n completions of a request.
   struct Request {
     Sequence seq;
     RequestParams params;
     OutputText text;
     Clock::time_point arrival, first_token;
+    uint64_t request_id = 0;  // add_request's id (seq.id for completion 0)
+    size_t index = 0;         // completion index
+    std::unique_ptr<sampling::SequenceSampler> sampler;
+    // prompt_logprobs: entries collected as the prompt's rows come back (completion 0 only).
+    std::vector<std::optional<sampling::TokenLogprob>> prompt_logprobs;
+    bool prompt_logprobs_sent = false;
   };
   // Appends a sampled token and applies the stop conditions; fills `out`.
   void append_token(Request& req, int32_t token, RequestDelta& out);
+  // Records the prompt logprobs of the rows a chunk returned for positions [start, start + count).
+  void collect_prompt_logprobs(Request& req, std::span<const float> rows, int64_t start, int64_t count);
 
   const model::CausalLM& model_;
   const Tokenizer* tokenizer_;
   EngineOptions options_;
   kv::StatePool pool_;
+  std::unique_ptr<kv::PrefixCache> prefix_cache_;  // null when prefix caching is off
   Scheduler scheduler_;
   ModelRunner runner_;
   sampling::Sampler sampler_;
@@ -121,7 +176,11 @@ class LLMEngine {
   int64_t context_limit_ = 0;
   uint64_t seed_base_ = 0;
   uint64_t next_id_ = 0;
-  std::unordered_map<uint64_t, std::unique_ptr<Request>> requests_;
+  std::unordered_map<uint64_t, std::unique_ptr<Request>> requests_;  // by sequence id
+  std::unordered_map<uint64_t, std::vector<uint64_t>> groups_;       // request id -> its live sequence ids
+  std::unique_ptr<sampling::GrammarCache> grammar_cache_;
+  sampling::ReasoningTokens reasoning_;  // where a grammar waits for `</think>`
+  sampling::SamplingScratch scratch_;
   EngineStats stats_;
 };
 

@@ -4,6 +4,12 @@
 
 namespace deepinfer::engine {
 
+bool returns_all_rows(const StepPlan::Entry& e) {
+  return e.seq->all_prompt_logits && e.start < e.seq->num_prompt_tokens - 1;
+}
+
+int64_t logit_rows(const StepPlan::Entry& e) { return returns_all_rows(e) ? e.num_tokens : e.sample ? 1 : 0; }
+
 ModelRunner::ModelRunner(const model::CausalLM& model, kv::StatePool& pool)
     : model_(model), pool_(pool), vocab_(model.vocab_size()) {
   DEEPINFER_CHECK(vocab_ > 0, "model reports vocab_size {}", vocab_);
@@ -20,7 +26,10 @@ std::span<const float> ModelRunner::execute(const StepPlan& plan) {
                     e.num_tokens, s.num_computed, s.num_tokens());
     const auto tokens = std::span<const int32_t>(s.tokens).subspan(static_cast<size_t>(e.start),
                                                                    static_cast<size_t>(e.num_tokens));
-    batch_.add(*s.slot, s.blocks, e.start, tokens, /*want_logits=*/e.sample, /*all_logits=*/false);
+    const bool all_rows = returns_all_rows(e);
+    batch_.add(*s.slot, s.blocks, e.start, tokens, /*want_logits=*/e.sample || all_rows, all_rows);
+    batch_.seqs.back().window_floor = s.window_floor;  // prefix-cache hit bounds (bounded replay)
+    batch_.seqs.back().cached_until = s.cached_until;
   }
   model_.forward(batch_, pool_, logits_);
   const size_t rows = batch_.logit_rows.size();

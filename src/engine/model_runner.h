@@ -1,6 +1,7 @@
 #pragma once
 // Turns a StepPlan into the model's ForwardBatch, runs the forward, and hands back one logits row
-// per entry that samples. The only engine piece that talks to the model.
+// per entry that samples (every row of the chunk for a sequence that asks for all prompt rows).
+// The only engine piece that talks to the model.
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -12,12 +13,17 @@
 
 namespace deepinfer::engine {
 
+// Logits rows an entry returns: all of its tokens while its sequence wants every prompt row and
+// the chunk holds some, else one when it samples, else none. The sampling row is always the last.
+int64_t logit_rows(const StepPlan::Entry& entry);
+bool returns_all_rows(const StepPlan::Entry& entry);
+
 class ModelRunner {
  public:
   ModelRunner(const model::CausalLM& model, kv::StatePool& pool);
 
-  // Runs every entry of the plan in one forward. Returns num_samples() rows of vocab_size()
-  // floats, in the order of the entries with sample == true; valid until the next call.
+  // Runs every entry of the plan in one forward. Returns logit_rows(entry) rows of vocab_size()
+  // floats per entry, in entry order; valid until the next call.
   std::span<const float> execute(const StepPlan& plan);
   int64_t vocab_size() const { return vocab_; }
   // The batch of the last execute() (for tests and diagnostics).

@@ -71,7 +71,7 @@ struct Draft {
         e.seq = nullptr;  // dropped below
         entry[j] = -1;
       }
-      free_blocks += s->num_blocks();
+      free_blocks += s->num_blocks() - s->num_shared_blocks;  // shared prefix blocks stay held
       ++free_slots;
       --holding;
       return j == self;
@@ -98,6 +98,7 @@ bool is_decode(const Sequence& s) { return s.running() && s.remaining() == 1; }
 int64_t chunk_size(const Sequence& s, int64_t budget, const SchedulerLimits& limits) {
   int64_t n = std::min(s.remaining(), budget);
   if (limits.max_prefill_chunk > 0) n = std::min(n, limits.max_prefill_chunk);
+  if (s.chunk_stop > s.num_computed) n = std::min(n, s.chunk_stop - s.num_computed);
   return n;
 }
 
@@ -176,8 +177,60 @@ SchedulePolicy make_policy(PolicyKind kind, const SchedulerLimits& limits) {
   return DecodeFirstPolicy{limits};
 }
 
-Scheduler::Scheduler(kv::StatePool& pool, SchedulePolicy policy) : pool_(pool), policy_(std::move(policy)) {
+Scheduler::Scheduler(kv::StatePool& pool, SchedulePolicy policy, PrefixCaching caching)
+    : pool_(pool), policy_(std::move(policy)), caching_(caching) {
   DEEPINFER_CHECK(static_cast<bool>(policy_), "the scheduler needs a policy");
+  DEEPINFER_CHECK(caching_.replay_keep >= 0, "the replay length must be >= 0, got {}", caching_.replay_keep);
+}
+
+int64_t Scheduler::exact_chunk_stop(const Sequence& seq) const {
+  // The last block boundary a hit could end at (one token must stay to compute): a chunk stops
+  // there so the window state at that boundary can be snapshotted.
+  if (!caching_.cache || caching_.replay_keep > 0 || caching_.cache->snapshot_slots() == 0) return 0;
+  const int64_t bt = pool_.layout().block_tokens;
+  return (seq.num_tokens() - 1) / bt * bt;
+}
+
+void Scheduler::reset_prefix_state(Sequence& seq) {
+  seq.num_registered_blocks = 0;
+  seq.window_floor = 0;
+  seq.cached_until = 0;
+  seq.chunk_stop = exact_chunk_stop(seq);
+}
+
+std::optional<Scheduler::TentativeHit> Scheduler::try_hit(Sequence& seq) {
+  // Bounded replay is approximate: a preempted sequence recomputes in full, so preemption never
+  // changes what a sequence generates.
+  if (caching_.replay_keep > 0 && seq.num_preemptions > 0) return std::nullopt;
+  kv::PrefixCache& cache = *caching_.cache;
+  const int64_t bt = cache.block_tokens();
+  const int64_t max_blocks = (seq.num_tokens() - 1) / bt;  // at least one token left to compute
+  cache.extend_keys(seq.tokens, max_blocks, seq.block_keys);
+  const bool exact = caching_.replay_keep == 0;
+  kv::PrefixCache::Hit hit = cache.acquire(seq.tokens, seq.block_keys, max_blocks, exact);
+  TentativeHit t{&seq, static_cast<int64_t>(hit.blocks.size()), hit.snapshot_slot, hit.shortened};
+  if (hit.blocks.empty()) return t;
+  const int64_t end = t.blocks * bt;
+  seq.blocks = std::move(hit.blocks);
+  seq.num_registered_blocks = t.blocks;
+  seq.cached_until = end;
+  // Exact: the snapshot restores the window state at `end`. Bounded replay: recompute from
+  // end - keep with the window clamped there.
+  seq.num_computed = exact ? end : std::max<int64_t>(0, end - caching_.replay_keep);
+  seq.window_floor = exact ? 0 : seq.num_computed;
+  return t;
+}
+
+void Scheduler::register_computed(Sequence& seq) {
+  kv::PrefixCache& cache = *caching_.cache;
+  const int64_t bt = cache.block_tokens();
+  const int64_t full = std::min(seq.num_computed / bt, seq.num_blocks());
+  if (full <= seq.num_registered_blocks) return;
+  cache.extend_keys(seq.tokens, full, seq.block_keys);
+  cache.register_blocks(seq.tokens, seq.block_keys, seq.blocks, seq.num_registered_blocks, full);
+  seq.num_registered_blocks = full;
+  if (caching_.replay_keep == 0 && seq.num_computed % bt == 0)
+    cache.take_snapshot(seq.block_keys[static_cast<size_t>(full - 1)], *seq.slot);
 }
 
 void Scheduler::add(Sequence& seq) {
@@ -186,13 +239,17 @@ void Scheduler::add(Sequence& seq) {
   seq.status = SequenceStatus::Waiting;
   seq.num_computed = 0;
   seq.arrival = next_arrival_++;
+  reset_prefix_state(seq);
   active_.push_back(&seq);
 }
 
 void Scheduler::release(Sequence& seq) {
   if (seq.slot) pool_.free_slot(*seq.slot);
   seq.slot.reset();
-  pool_.free_blocks(seq.blocks);
+  if (caching_.cache)
+    caching_.cache->release(seq.blocks);
+  else
+    pool_.free_blocks(seq.blocks);
   seq.blocks.clear();
 }
 
@@ -214,12 +271,55 @@ void Scheduler::abort(Sequence& seq) {
 void Scheduler::finish(Sequence& seq) { abort(seq); }
 
 StepPlan Scheduler::schedule() {
-  ScheduleDecision decision = policy_(active_, PoolView::of(pool_));
+  // Prefix-cache lookups for the waiting sequences that could be admitted now (arrival order,
+  // one per free slot), so the policy sees what is left to compute and to allocate.
+  std::vector<TentativeHit> hits;
+  std::vector<std::pair<const Sequence*, int32_t>> restore;  // exact mode: snapshot slot per admitted hit
+  if (caching_.cache) {
+    int64_t candidates = pool_.free_slot_count();
+    for (Sequence* s : active_) {
+      if (candidates <= 0) break;
+      if (!s->waiting()) continue;
+      --candidates;
+      if (!s->use_prefix_cache || s->all_prompt_logits || !s->blocks.empty() || s->num_computed != 0) continue;
+      if (auto hit = try_hit(*s)) hits.push_back(*hit);
+    }
+  }
+  PoolView view = PoolView::of(pool_);
+  if (caching_.cache) {
+    view.free_blocks = caching_.cache->available_blocks();
+    for (Sequence* s : active_)
+      if (s->running())
+        s->num_shared_blocks = caching_.cache->shared_blocks(
+            std::span<const int32_t>(s->blocks).first(static_cast<size_t>(s->num_registered_blocks)));
+  }
+  ScheduleDecision decision = policy_(active_, view);
+  if (!hits.empty()) {
+    std::vector<const Sequence*> admitted;
+    for (const ScheduledSeq& e : decision.scheduled) admitted.push_back(e.seq);
+    std::sort(admitted.begin(), admitted.end());
+    for (const TentativeHit& h : hits) {
+      Sequence& s = *h.seq;
+      if (std::binary_search(admitted.begin(), admitted.end(), &s)) {
+        caching_.cache->record_lookup(s.num_tokens(), h.blocks, h.shortened);
+        if (!s.num_cached_tokens) s.num_cached_tokens = std::min(s.cached_until, s.num_prompt_tokens);
+        s.num_replayed_tokens += s.cached_until - s.num_computed;
+        replayed_tokens_ += s.cached_until - s.num_computed;
+        if (h.snapshot_slot >= 0) restore.emplace_back(&s, h.snapshot_slot);
+        continue;
+      }
+      caching_.cache->release(s.blocks);  // not admitted this step: look up again next time
+      s.blocks.clear();
+      s.num_computed = 0;
+      reset_prefix_state(s);
+    }
+  }
   StepPlan plan;
   for (Sequence* s : decision.paused) {
     DEEPINFER_CHECK(s && s->running(), "the policy paused a sequence that is not running");
     release(*s);
     s->num_computed = 0;
+    reset_prefix_state(*s);
     s->status = SequenceStatus::Preempted;
     ++s->num_preemptions;
     ++preemptions_;
@@ -235,10 +335,15 @@ StepPlan Scheduler::schedule() {
       const auto slot = pool_.allocate_slot();
       DEEPINFER_CHECK(slot.has_value(), "the policy scheduled more sequences than there are free slots");
       s.slot = *slot;
+      for (const auto& [seq, snapshot] : restore)
+        if (seq == &s) pool_.copy_slot(snapshot, *slot);  // the window state at the end of the hit
     }
-    if (e.total_blocks > s.num_blocks())
-      DEEPINFER_CHECK(pool_.allocate_blocks(e.total_blocks - s.num_blocks(), s.blocks),
-                      "the policy scheduled more blocks than are free ({} free)", pool_.free_block_count());
+    if (e.total_blocks > s.num_blocks()) {
+      const int64_t n = e.total_blocks - s.num_blocks();
+      const bool ok = caching_.cache ? caching_.cache->allocate(n, s.blocks) : pool_.allocate_blocks(n, s.blocks);
+      DEEPINFER_CHECK(ok, "the policy scheduled more blocks than are free ({} free)",
+                      caching_.cache ? caching_.cache->available_blocks() : pool_.free_block_count());
+    }
     DEEPINFER_CHECK(s.num_blocks() * block_tokens >= s.num_computed + e.num_tokens,
                     "request {}: {} blocks do not cover {} positions", s.id, s.num_blocks(),
                     s.num_computed + e.num_tokens);
@@ -250,7 +355,10 @@ StepPlan Scheduler::schedule() {
 }
 
 void Scheduler::complete(const StepPlan& plan) {
-  for (const auto& e : plan.entries) e.seq->num_computed += e.num_tokens;
+  for (const auto& e : plan.entries) {
+    e.seq->num_computed += e.num_tokens;
+    if (caching_.cache) register_computed(*e.seq);
+  }
 }
 
 int64_t Scheduler::num_running() const {

@@ -10,10 +10,12 @@
 // They only decide; they never touch the pool, so each one can be tested on its own.
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "engine/sequence.h"
+#include "kv/prefix_cache.h"
 #include "kv/state_pool.h"
 
 namespace deepinfer::engine {
@@ -84,9 +86,17 @@ struct StepPlan {
   int64_t num_samples() const;
 };
 
+// How a prefix-cache hit rebuilds the sliding-window state (kv/prefix_cache.h).
+struct PrefixCaching {
+  kv::PrefixCache* cache = nullptr;  // null: no prefix caching
+  // > 0: bounded replay of this many tokens before the hit (>= the model's window);
+  // 0: exact (the cache holds window-state snapshots; hits end where one exists).
+  int64_t replay_keep = 0;
+};
+
 class Scheduler {
  public:
-  Scheduler(kv::StatePool& pool, SchedulePolicy policy);
+  Scheduler(kv::StatePool& pool, SchedulePolicy policy, PrefixCaching caching = {});
 
   // Queues a sequence (status Waiting, nothing allocated); it must outlive its time here.
   void add(Sequence& seq);
@@ -105,16 +115,32 @@ class Scheduler {
   int64_t num_waiting() const;
   int64_t preemptions() const { return preemptions_; }
   const kv::StatePool& pool() const { return pool_; }
+  const kv::PrefixCache* prefix_cache() const { return caching_.cache; }
+  int64_t replayed_tokens() const { return replayed_tokens_; }  // recomputed by bounded replay, in all
 
  private:
+  struct TentativeHit {
+    Sequence* seq;
+    int64_t blocks;
+    int32_t snapshot_slot;
+    bool shortened;
+  };
   void release(Sequence& seq);  // gives back slot and blocks
   void remove(Sequence& seq);
+  void reset_prefix_state(Sequence& seq);
+  // Looks a waiting sequence up in the prefix cache and, on a hit, gives it the cached blocks and
+  // the position to compute from; undone after the policy if the sequence is not admitted.
+  std::optional<TentativeHit> try_hit(Sequence& seq);
+  void register_computed(Sequence& seq);  // caches its newly full blocks (and snapshots, exact mode)
+  int64_t exact_chunk_stop(const Sequence& seq) const;
 
   kv::StatePool& pool_;
   SchedulePolicy policy_;
+  PrefixCaching caching_;
   std::vector<Sequence*> active_;  // unfinished sequences in arrival order
   uint64_t next_arrival_ = 0;
   int64_t preemptions_ = 0;
+  int64_t replayed_tokens_ = 0;
 };
 
 }  // namespace deepinfer::engine

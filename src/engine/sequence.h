@@ -30,9 +30,25 @@ struct Sequence {
   // a sequence's whole footprint up front read it.
   int64_t max_positions = 0;
 
+  // prompt_logprobs: the forward returns a logits row for every prompt position (not only the
+  // last), until the engine has them all. A prefix-cache hit would skip those rows, so such a
+  // sequence must not read the cache (vLLM's rule too).
+  bool all_prompt_logits = false;
+
   std::optional<int32_t> slot;  // state slot while running
   std::vector<int32_t> blocks;  // block table: blocks[i] covers positions [i, i+1) * block_tokens
   int64_t num_preemptions = 0;
+
+  // Prefix cache (kv/prefix_cache.h; the scheduler keeps these).
+  bool use_prefix_cache = true;       // false: never served from the cache (e.g. prompt logprobs asked)
+  std::vector<uint64_t> block_keys;   // hash-chain keys of its full blocks, extended as needed
+  int64_t num_registered_blocks = 0;  // leading blocks that are in the cache (hit or registered)
+  int64_t num_shared_blocks = 0;      // of its blocks, those other sequences hold too (set per step)
+  int64_t window_floor = 0;           // backend::SeqSlice::window_floor (bounded replay start)
+  int64_t cached_until = 0;           // backend::SeqSlice::cached_until (end of the hit)
+  int64_t chunk_stop = 0;             // exact SWA mode: a prefill chunk ends here (snapshot boundary)
+  std::optional<int64_t> num_cached_tokens;  // prompt tokens served by the cache at first admission
+  int64_t num_replayed_tokens = 0;    // tokens recomputed by bounded replay (all admissions)
 
   int64_t num_tokens() const { return static_cast<int64_t>(tokens.size()); }
   int64_t num_output_tokens() const { return num_tokens() - num_prompt_tokens; }

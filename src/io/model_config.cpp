@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "io/config_reader.h"
 
 namespace deepinfer::io {
 
@@ -19,59 +20,7 @@ constexpr const char* kSliding = "sliding_attention";
 constexpr const char* kCSA = "compressed_sparse_attention";
 constexpr const char* kHCA = "heavily_compressed_attention";
 
-// Typed reads: a missing key or a JSON null means "use the default", any other type mismatch is an
-// error naming the key.
-class Reader {
- public:
-  Reader(const json& obj, std::string source, std::string prefix = "")
-      : obj_(obj), source_(std::move(source)), prefix_(std::move(prefix)) {}
-
-  bool has(const char* key) const { return obj_.contains(key) && !obj_[key].is_null(); }
-  const json& at(const char* key) const { return obj_[key]; }
-  std::string where(const char* key) const { return prefix_ + key; }
-
-  int64_t integer(const char* key, int64_t fallback) const {
-    if (!has(key)) return fallback;
-    return as_integer(obj_[key], where(key));
-  }
-  std::optional<int64_t> optional_integer(const char* key) const {
-    if (!has(key)) return std::nullopt;
-    return as_integer(obj_[key], where(key));
-  }
-  double number(const char* key, double fallback) const {
-    if (!has(key)) return fallback;
-    const json& v = obj_[key];
-    if (!v.is_number()) fail("{}: '{}' must be a number, found {}", source_, where(key), v.dump());
-    return v.get<double>();
-  }
-  bool boolean(const char* key, bool fallback) const {
-    if (!has(key)) return fallback;
-    const json& v = obj_[key];
-    if (!v.is_boolean()) fail("{}: '{}' must be true or false, found {}", source_, where(key), v.dump());
-    return v.get<bool>();
-  }
-  std::string string(const char* key, const std::string& fallback) const {
-    if (!has(key)) return fallback;
-    const json& v = obj_[key];
-    if (!v.is_string()) fail("{}: '{}' must be a string, found {}", source_, where(key), v.dump());
-    return v.get<std::string>();
-  }
-
-  int64_t as_integer(const json& v, const std::string& name) const {
-    if (v.is_number_integer()) return v.get<int64_t>();
-    // Some exporters write integral values as floats (4096.0).
-    if (v.is_number_float()) {
-      const double d = v.get<double>();
-      if (std::isfinite(d) && d == std::floor(d) && std::fabs(d) < 9.0e15) return static_cast<int64_t>(d);
-    }
-    fail("{}: '{}' must be an integer, found {}", source_, name, v.dump());
-  }
-
- private:
-  const json& obj_;
-  std::string source_;
-  std::string prefix_;
-};
+using Reader = ConfigReader;  // typed reads (io/config_reader.h)
 
 std::vector<std::string> string_list(const Reader& r, const char* key, const std::string& source) {
   const json& v = r.at(key);
@@ -417,7 +366,9 @@ ModelConfig parse_model_config(const std::string& json_text, const std::string& 
   ModelConfig c;
   c.model_type = r.string("model_type", "");
   if (c.model_type.empty()) fail("{}: no 'model_type' (supported: deepseek_v4)", source);
-  if (c.model_type == "deepseek_v41") fail("{}: model_type 'deepseek_v41' is not supported yet (supported: deepseek_v4)", source);
+  if (c.model_type == "deepseek_v41") {
+    fail("{}: model_type 'deepseek_v41' is a DeepSeek-V4.1 config (read it with parse_deepseek_v41_config)", source);
+  }
   if (c.model_type != "deepseek_v4") fail("{}: model_type '{}' is not supported (supported: deepseek_v4)", source, c.model_type);
 
   // Defaults are DeepseekV4Config's (the V4-Flash shapes).

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <limits>
 
 #include "core/error.h"
 
@@ -54,7 +55,22 @@ std::optional<int32_t> StatePool::allocate_slot() {
   const int32_t s = free_slots_.back();
   free_slots_.pop_back();
   slot_used_[static_cast<size_t>(s)] = true;
+  if (poison_slots_) {
+    const std::vector<float> nan(static_cast<size_t>(layout_.slot_elems), std::numeric_limits<float>::quiet_NaN());
+    DEEPINFER_CHECK(layout_.dtype == DType::F32, "slot poisoning needs F32 pools");
+    allocator_->write(slots_.data() + static_cast<size_t>(s) * layout_.slot_bytes(), nan.data(), layout_.slot_bytes());
+  }
   return s;
+}
+
+void StatePool::copy_slot(int32_t src, int32_t dst) {
+  DEEPINFER_CHECK(src >= 0 && src < num_slots() && dst >= 0 && dst < num_slots() && slot_used_[static_cast<size_t>(src)] &&
+                      slot_used_[static_cast<size_t>(dst)],
+                  "copying slot {} to slot {}: both must be in use", src, dst);
+  if (src == dst) return;
+  const size_t bytes = layout_.slot_bytes();
+  allocator_->copy(slots_.data() + static_cast<size_t>(dst) * bytes, slots_.data() + static_cast<size_t>(src) * bytes,
+                   bytes);
 }
 
 void StatePool::free_slot(int32_t slot) {

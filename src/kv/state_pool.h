@@ -45,6 +45,11 @@ class StatePool {
   void free_blocks(std::span<const int32_t> blocks);
   // Adds blocks (for growable single-sequence pools); storage pointers change. Host memory only.
   void grow_blocks(int64_t extra);
+  // Copies slot `src` into slot `dst` (in backend memory: ordered after the work issued so far).
+  void copy_slot(int32_t src, int32_t dst);
+  // Tests: every slot allocate_slot() hands out is first filled with NaN, so reading state the
+  // sequence never wrote (another sequence's window, say) shows up in its outputs.
+  void set_poison_slots(bool on) { poison_slots_ = on; }
 
  private:
   StateLayout layout_;
@@ -53,6 +58,7 @@ class StatePool {
   Buffer slots_, blocks_;
   std::vector<int32_t> free_slots_, free_blocks_;
   std::vector<bool> slot_used_, block_used_;
+  bool poison_slots_ = false;
 };
 
 }  // namespace deepinfer::kv

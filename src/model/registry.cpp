@@ -6,6 +6,7 @@
 #include <string_view>
 
 #include "core/error.h"
+#include "io/deepseek_v41_config.h"
 #include "model/deepseek_v4/model.h"
 #include "model/model.h"
 
@@ -28,6 +29,11 @@ LoadOptions load_options_from_env() {
 std::unique_ptr<CausalLM> load_model(const std::filesystem::path& dir, const LoadOptions& options) {
   DEEPINFER_CHECK(std::filesystem::is_directory(dir), "model folder '{}' does not exist or is not a directory",
                   dir.string());
+  if (io::load_deepseek_v41_config_if_v41(dir)) {
+    fail("{}: DeepSeek-V4.1 (model_type deepseek_v41) cannot run yet: its config and weights load and "
+         "`deepinfer inspect` reads them, but the forward is not implemented (issue #11)",
+         (dir / "config.json").string());
+  }
   io::ModelConfig config = io::load_model_config(dir);
   if (config.model_type == "deepseek_v4") {
     auto weights = deepseek_v4::load_weights(dir, config, options.progress);

@@ -60,6 +60,13 @@ double Sampler::filter(std::span<const float> logits, const SamplingParams& para
     c.weight = std::exp(c.weight - max_weight);  // monotonic, so the order by weight is unchanged
     sum += c.weight;
   }
+  if (params.min_p > 0.0) {
+    // weight = p / p_max, so min_p compares directly; the top token (weight 1) always stays.
+    // top_k keeps the top token, so applying min_p after it equals vLLM's min_p-then-top_k.
+    std::erase_if(candidates_, [&](const Candidate& c) { return c.weight < params.min_p; });
+    sum = 0.0;
+    for (const auto& c : candidates_) sum += c.weight;
+  }
   if (params.top_p < 1.0) {
     // Smallest most-likely prefix whose mass reaches top_p (at least one token). The nucleus is
     // usually tiny next to a 100K+ vocabulary, so sort only a growing head instead of everything.

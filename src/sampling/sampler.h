@@ -1,7 +1,8 @@
 #pragma once
 // Picks the next token from a row of logits. Greedy at temperature 0; otherwise softmax with
-// temperature, then top-k, then top-p (nucleus) filtering, then one draw from the counter-based RNG
-// keyed by (seed, step). The sampler keeps only scratch memory, so one instance can serve any
+// temperature, then min-p, top-k, then top-p (nucleus) filtering, then one draw from the
+// counter-based RNG keyed by (seed, step). Penalties, biases and masks are applied to the row
+// before (sequence_sampler.h). The sampler keeps only scratch memory, so one instance can serve any
 // number of sequences and the result depends only on (logits, params, step).
 #include <cstdint>
 #include <span>

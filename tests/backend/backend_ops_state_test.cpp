@@ -8,6 +8,7 @@
 // and download it again to check what the ops wrote.
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numeric>
 #include <set>
 
@@ -441,7 +442,7 @@ std::vector<double> ref_attention(const std::vector<float>& q, const std::vector
     for (int64_t i = 0; i < sl.count; ++i) {
       const int64_t t = sl.begin + i, pos = sl.start + i;
       std::vector<const float*> keys;
-      for (int64_t p = std::max<int64_t>(0, pos - W + 1); p <= pos; ++p)
+      for (int64_t p = std::max(sl.window_floor, pos - W + 1); p <= pos; ++p)
         keys.push_back(p < sl.start ? ring + (p % W) * hd : kv.data() + (sl.begin + p - sl.start) * hd);
       if (entries && selected) {
         for (int64_t j = 0; j < k_sel; ++j)
@@ -513,6 +514,76 @@ TEST_P(BackendOps, SparseAttentionWindowEntriesSinks) {
       pools.download();
       EXPECT_TRUE(std::equal(pools.slots.begin(), pools.slots.end(), slots_before.begin(), same_bits)) << what << ": wrote slots";
       EXPECT_TRUE(std::equal(pools.blocks.begin(), pools.blocks.end(), blocks_before.begin(), same_bits)) << what << ": wrote blocks";
+    }
+  }
+}
+
+// ---------------------------------------------------------------- prefix-cache bounds
+
+// Bounded replay after a prefix hit: window attention must not read ring rows below the window
+// floor (they belong to the slot's previous sequence: poisoned with NaN here), and compress must
+// leave the entries of cached blocks alone.
+TEST_P(BackendOps, WindowFloorHidesOlderRingRows) {
+  const kv::StateLayout layout = test_layout();
+  const int64_t hd = kHeadDim, H = 3;
+  const backend::WindowLayout wl = layout.layers[2].window;
+  const CompressorLayout* comp = &*layout.layers[2].compressor;
+  Pools pools(*be, layout, 4, 10);
+  std::vector<SeqSlice> seqs = attention_slices();
+  fill_step_state(pools.host, seqs, wl, {comp}, [&] { return nonzero(); });
+  for (auto& sl : seqs) {
+    sl.window_floor = std::max<int64_t>(0, sl.start - 2);  // two ring rows stay visible
+    float* ring = pools.host.slot(sl.slot) + wl.slot_offset;
+    for (int64_t p = std::max<int64_t>(0, sl.start - wl.window + 1); p < sl.window_floor; ++p)
+      std::fill_n(ring + (p % wl.window) * hd, hd, std::numeric_limits<float>::quiet_NaN());
+  }
+  pools.upload();
+  const int64_t T = tokens_of(seqs);
+  auto q = randoms(static_cast<size_t>(T * H * hd), 1.5f), kv = randoms(static_cast<size_t>(T * hd));
+  const auto sink = randoms(static_cast<size_t>(H), 2.0f);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  auto out = nan_output(static_cast<size_t>(T * H * hd));
+  const auto d_q = on_device(q), d_kv = on_device(kv);
+  be->sparse_attention(d_q.view({T, H, hd}), d_kv.view({T, hd}), wl, comp, TensorView{}, sink.data(), scale, seqs,
+                       pools.storage, out.view({T, H, hd}));
+  const auto want = ref_attention(q, kv, wl, comp, nullptr, 0, sink, scale, seqs, pools.host, H);
+  EXPECT_CLOSE(out.download(), want, "attention with window floors (rows below them are NaN)");
+}
+
+TEST_P(BackendOps, CompressLeavesCachedEntriesAlone) {
+  const kv::StateLayout layout = test_layout();
+  for (size_t layer : {1u, 2u}) {
+    const CompressorLayout c = *layout.layers[layer].compressor;
+    SCOPED_TRACE("layer " + std::to_string(layer));
+    const int64_t width = c.width, hd = c.head_dim, length = 3 * kBlockTokens;
+    const TestSeq seq{1, {3, 1, 4}, length};
+    const auto inv_freq = make_inv_freq(hd / 4, 10000.0);
+    const auto ape = randoms(static_cast<size_t>(c.rate * width)), norm = randoms(static_cast<size_t>(hd));
+    const auto kv = randoms(static_cast<size_t>(length * width)), gate = randoms(static_cast<size_t>(length * width));
+    const auto want = ref_compress(c, kv, gate, ape, norm, 1e-6f, inv_freq, length);
+    // Replay of positions [4, 24) over a hit of one block: entries ending at or before 8 are cached.
+    const int64_t start = 4, cached_until = kBlockTokens;
+    Pools pools(*be, layout, kSlots, kBlocks);
+    for (float& v : pools.slots) v = nonzero();  // finite: a wrongly computed entry would not look untouched
+    pools.upload();
+    std::vector<SeqSlice> seqs = {{0, length - start, start, seq.slot, seq.blocks}};
+    seqs[0].window_floor = start;
+    seqs[0].cached_until = cached_until;
+    const std::vector<float> step_kv(kv.begin() + start * width, kv.end()), step_gate(gate.begin() + start * width, gate.end());
+    const auto d_kv = on_device(step_kv), d_gate = on_device(step_gate);
+    be->compress(c, {ape.data(), norm.data(), 1e-6f}, backend::RopeFreqs{inv_freq, 1.0f},
+                 d_kv.view({length - start, width}), d_gate.view({length - start, width}), seqs, pools.storage);
+    pools.download();
+    for (int64_t e = 0; e < length / c.rate; ++e) {
+      const int64_t off = entry_offset(seq, c, e, layout);
+      const std::vector<float> got(pools.blocks.begin() + off, pools.blocks.begin() + off + hd);
+      if ((e + 1) * c.rate <= cached_until) {
+        EXPECT_TRUE(std::all_of(got.begin(), got.end(), [](float v) { return same_bits(v, kSentinel); }))
+            << "entry " << e << " lies in a cached block but was written";
+      } else if (e * c.rate >= start + (c.overlap ? c.rate : 0)) {  // its whole input is in the step
+        EXPECT_CLOSE(got, std::vector<double>(want.begin() + e * hd, want.begin() + (e + 1) * hd),
+                     "entry " + std::to_string(e));
+      }
     }
   }
 }

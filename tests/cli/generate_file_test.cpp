@@ -81,9 +81,9 @@ TEST_F(GenerateFile, RunsEveryRequestAndKeepsInputOrder) {
   ASSERT_EQ(res.size(), 15u);
   for (size_t i = 0; i < res.size(); ++i) {
     EXPECT_EQ(res[i]["index"], i);
-    for (const char* key : {"prompt_token_ids", "token_ids", "text", "finish_reason"})
+    for (const char* key : {"prompt_token_ids", "token_ids", "text", "finish_reason", "cached_tokens"})
       EXPECT_TRUE(res[i].contains(key)) << key;
-    EXPECT_EQ(res[i].size(), 5u) << res[i].dump();
+    EXPECT_EQ(res[i].size(), 6u) << res[i].dump();
   }
   EXPECT_EQ(res[0]["prompt_token_ids"].get<std::vector<int64_t>>(), golden(g, "prompt1.input_ids"));
   EXPECT_EQ(res[0]["token_ids"].get<std::vector<int64_t>>(), golden(g, "prompt1.greedy_ids"));
@@ -201,6 +201,37 @@ TEST_F(GenerateFile, SmallKvMemoryStillCompletesEveryRequest) {
   r = run({"generate", "--model", kKjv.string(), "--input", input.string(), "--output", big.string()});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(read_file(small), read_file(big));
+}
+
+TEST_F(GenerateFile, PrefixCacheHitsAreReportedAsCachedTokens) {
+  // Two requests with the same 200-token prompt, one at a time: the second is served 192 tokens
+  // (3 full blocks of 64; the last token is always computed) from the first one's blocks.
+  json ids = json::array();
+  for (int i = 0; i < 200; ++i) ids.push_back(i == 0 ? 0 : 3 + (i * 37) % 4000);
+  const std::string line = json{{"prompt_token_ids", ids}, {"max_tokens", 4}, {"temperature", 0}}.dump();
+  const fs::path input = write("in.jsonl", {line, line});
+  for (const std::string keep : {"140", "0"}) {
+    const fs::path output = scratch_ / ("cached_" + keep + ".jsonl");
+    const auto r = run({"generate", "--model", kKjv.string(), "--input", input.string(), "--output", output.string(),
+                        "--max-num-seqs", "1", "--swa-replay-keep", keep});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const auto got = results(output);
+    ASSERT_EQ(got.size(), 2u);
+    EXPECT_EQ(got[0]["cached_tokens"], 0);
+    EXPECT_EQ(got[1]["cached_tokens"], 192) << "--swa-replay-keep " << keep;
+    EXPECT_NE(r.err.find("192 of 400 prompt tokens cached"), std::string::npos) << r.err;
+    if (keep == "0") EXPECT_EQ(got[1]["token_ids"], got[0]["token_ids"]) << "exact mode changes nothing";
+  }
+  const fs::path output = scratch_ / "uncached.jsonl";
+  auto r = run({"generate", "--model", kKjv.string(), "--input", input.string(), "--output", output.string(),
+                "--max-num-seqs", "1", "--no-prefix-caching"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(results(output)[1]["cached_tokens"], 0);
+  r = run({"generate", "--model", kKjv.string(), "--input", input.string(), "--output", output.string(),
+           "--swa-replay-keep", "10"});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("swa_replay_keep must be 0 (exact) or >= the model's sliding window (64)"), std::string::npos)
+      << r.err;
 }
 
 }  // namespace

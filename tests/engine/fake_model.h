@@ -79,19 +79,24 @@ class FakeModel : public model::CausalLM {
       DEEPINFER_CHECK(slots_seen.insert(s.slot).second, "fake model: slot {} used twice in one step", s.slot);
       DEEPINFER_CHECK(static_cast<int64_t>(s.blocks.size()) >= layout_.blocks_for(s.start + s.count),
                       "fake model: {} blocks do not cover positions up to {}", s.blocks.size(), s.start + s.count);
-      for (int32_t b : s.blocks) {
+      for (size_t i = 0; i < s.blocks.size(); ++i) {
+        const int32_t b = s.blocks[i];
         DEEPINFER_CHECK(b >= 0 && b < pool.num_blocks(), "fake model: block {} out of range", b);
+        // Blocks of a prefix-cache hit are shared read-only; every block written is this sequence's alone.
+        if (static_cast<int64_t>(i + 1) * layout_.block_tokens <= s.cached_until) continue;
         DEEPINFER_CHECK(blocks_seen.insert(b).second, "fake model: block {} used twice in one step", b);
       }
       float* slot = st.slot(s.slot);
       float* ring_rows = slot + ring.slot_offset;
       float* hash_words = slot + hash_at.slot_offset;
       auto entry = [&](int64_t p) -> float& { return *st.entry(s, entries, p); };
+      // The context hash lives in the slot; a bounded replay (prefix-cache hit) rebuilds it from
+      // the window floor, as the real model rebuilds its window there.
       uint64_t h = kSeed;
-      if (s.start > 0) {
+      if (s.start > s.window_floor) {
         h = 0;
         for (int k = 0; k < 4; ++k) h |= static_cast<uint64_t>(hash_words[k]) << (16 * k);
-        for (int64_t p = std::max<int64_t>(0, s.start - options_.window); p < s.start; ++p)
+        for (int64_t p = std::max<int64_t>(s.window_floor, s.start - options_.window); p < s.start; ++p)
           DEEPINFER_CHECK(ring_rows[p % options_.window] == entry(p),
                           "fake model: slot {} does not hold the sequence whose blocks it was given (position {})",
                           s.slot, p);
@@ -101,7 +106,9 @@ class FakeModel : public model::CausalLM {
         DEEPINFER_CHECK(batch.positions[static_cast<size_t>(t)] == p, "fake model: token {} at position {}, expected {}",
                         t, batch.positions[static_cast<size_t>(t)], p);
         const int32_t token = batch.tokens[static_cast<size_t>(t)];
-        entry(p) = static_cast<float>(token);
+        if (p >= s.cached_until) entry(p) = static_cast<float>(token);  // cached blocks are read-only
+        DEEPINFER_CHECK(entry(p) == static_cast<float>(token), "fake model: cached block entry at {} is not the token",
+                        p);
         ring_rows[p % options_.window] = static_cast<float>(token);
         h = step_hash(h, token);
         row_hash[static_cast<size_t>(t)] = h;

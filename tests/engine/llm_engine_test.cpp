@@ -111,7 +111,7 @@ TEST(LLMEngine, ManyRequestsMatchTheirFromScratchReference) {
   }
   EXPECT_LE(model.max_tokens_per_call, 64);  // the step budget
   EXPECT_EQ(engine.stats().finished_requests, 40);
-  EXPECT_EQ(engine.pool().free_block_count(), engine.pool().num_blocks());
+  EXPECT_EQ(engine.available_blocks(), engine.pool().num_blocks());
   EXPECT_EQ(engine.pool().free_slot_count(), engine.pool().num_slots());
 }
 
@@ -151,7 +151,7 @@ TEST(LLMEngine, SmallPoolPreemptsAndGivesTheSameOutputs) {
     }
     auto got = run_all(engine);
     *preemptions = engine.stats().preemptions;
-    EXPECT_EQ(engine.pool().free_block_count(), engine.pool().num_blocks());
+    EXPECT_EQ(engine.available_blocks(), engine.pool().num_blocks());
     std::vector<std::vector<int32_t>> out;
     for (uint64_t id : ids) out.push_back(got.at(id).ids);
     return out;
@@ -317,10 +317,10 @@ TEST(LLMEngine, AbortAnywhereNeverLeaksAndOthersAreUnaffected) {
     const auto& pool = engine.pool();
     int64_t held = 0;
     for (const Sequence* s : engine.scheduler().active()) held += s->num_blocks();
-    ASSERT_EQ(held + pool.free_block_count(), pool.num_blocks()) << "step " << steps;
+    ASSERT_EQ(held + engine.available_blocks(), pool.num_blocks()) << "step " << steps;
   }
   EXPECT_EQ(engine.pool().free_slot_count(), engine.pool().num_slots());
-  EXPECT_EQ(engine.pool().free_block_count(), engine.pool().num_blocks());
+  EXPECT_EQ(engine.available_blocks(), engine.pool().num_blocks());
   EXPECT_GT(aborted.size(), 200u);
   EXPECT_GT(engine.stats().preemptions, 0);
   EXPECT_EQ(engine.stats().aborted_requests, static_cast<int64_t>(aborted.size()));

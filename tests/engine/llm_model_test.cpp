@@ -225,9 +225,9 @@ TEST(LLMApi, TextPromptsStopStringsOrderAndTiming) {
     EXPECT_NE(std::string(e.what()).find("prompt 1: "), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("top_p"), std::string::npos) << e.what();
   }
-  SamplingParams two = greedy;
-  two.n = 2;
-  EXPECT_THROW(llm.generate(std::vector<std::string>{"a"}, two), std::runtime_error);
+  SamplingParams none = greedy;
+  none.n = 0;  // n >= 1 completions per prompt
+  EXPECT_THROW(llm.generate(std::vector<std::string>{"a"}, none), std::runtime_error);
   EXPECT_THROW(llm.generate(std::vector<std::string>{""}, greedy), std::runtime_error);
   EXPECT_THROW(llm.generate(std::vector<std::vector<int32_t>>{{0, 4096}}, greedy), std::runtime_error);
   EXPECT_TRUE(llm.generate(std::vector<std::string>{}, greedy).empty());

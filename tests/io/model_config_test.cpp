@@ -284,7 +284,7 @@ TEST(ModelConfigErrors, UnknownModelTypes) {
   j["model_type"] = "llama";
   expect_error([&] { parse(j); }, {"model_type 'llama' is not supported", "supported: deepseek_v4"});
   j["model_type"] = "deepseek_v41";
-  expect_error([&] { parse(j); }, {"deepseek_v41", "not supported yet"});
+  expect_error([&] { parse(j); }, {"deepseek_v41", "DeepSeek-V4.1 config", "parse_deepseek_v41_config"});
   j.erase("model_type");
   expect_error([&] { parse(j); }, {"no 'model_type'"});
 }

@@ -16,12 +16,15 @@
 #include <string>
 
 #include "cli/command.h"
+#include "cli/generate_fields.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "engine/generator.h"
 #include "engine/load_progress.h"
 #include "engine/memory_budget.h"
+#include "engine/public_params.h"
 #include "io/model_config.h"
+#include "sampling/guided_decoding.h"
 #include "sampling/sampling_params.h"
 #include "tokenizer/tokenizer.h"
 
@@ -48,6 +51,8 @@ struct GenerateArgs {
   std::optional<std::string> kv_memory;
   int64_t max_num_seqs = 64;
   int64_t max_num_batched_tokens = 2048;
+  bool no_prefix_caching = false;
+  int64_t swa_replay_keep = 140;
 };
 
 // Errors reach main() as one line; multi-line messages (e.g. lists of missing tensors) are joined.
@@ -82,16 +87,12 @@ SamplingParams default_params(const GenerateArgs& args, const fs::path& dir) {
   return params;
 }
 
-// The checks SamplingParams::validate makes, so a bad flag or line fails before the weights load.
-void validate(const SamplingParams& p) {
-  sampling::SamplingParams s;
-  s.temperature = p.temperature;
-  s.top_p = p.top_p;
-  s.top_k = p.top_k < 0 ? 0 : p.top_k;
-  s.max_tokens = p.max_tokens;
-  s.stop_token_ids = p.stop_token_ids;
-  s.validate();
-  DEEPINFER_CHECK(p.top_k >= -1, "invalid sampling parameter: top_k must be >= -1 (0 or -1 = off), got {}", p.top_k);
+// The checks the engine makes (the guided-decoding spec parsed by the grammar front end), so a bad
+// flag or line fails before the weights load.
+void validate(const SamplingParams& p, int64_t vocab_size) {
+  const engine::RequestParams r = to_request_params(p);
+  r.sampling.validate(vocab_size);
+  sampling::check_structured_outputs(r.sampling.structured_outputs);
 }
 
 // Says so when the state pool, not the model, limits how long a sequence may grow.
@@ -107,6 +108,8 @@ EngineConfig engine_config(const GenerateArgs& args, std::function<void(size_t, 
   EngineConfig config;
   config.kv_memory_bytes = args.kv_memory ? engine::parse_memory_size(*args.kv_memory) : 0;
   config.max_num_seqs = args.max_num_seqs;
+  config.enable_prefix_caching = !args.no_prefix_caching;
+  config.swa_replay_keep = args.swa_replay_keep;
   config.max_num_batched_tokens = args.max_num_batched_tokens;
   config.max_prefill_chunk = args.prefill_chunk;
   config.threads = args.threads;
@@ -130,7 +133,7 @@ int run_single(const GenerateArgs& args, const fs::path& dir, const io::ModelCon
                     id, config.vocab_size);
   SamplingParams params = default_params(args, dir);
   params.seed = args.seed ? *args.seed : std::random_device{}() * 0x100000001ull + std::random_device{}();
-  validate(params);
+  validate(params, config.vocab_size);
 
   engine::LoadProgress progress;
   LLM llm(dir, engine_config(args, [&](size_t d, size_t t) { progress.update(d, t); }));
@@ -182,8 +185,25 @@ struct FileRequest {
   SamplingParams params;
 };
 
-const std::set<std::string> kFields = {"prompt", "prompt_token_ids", "max_tokens", "temperature", "top_p",
-                                       "top_k", "seed", "stop", "stop_token_ids", "ignore_eos"};
+const std::vector<std::string> kBasicFields = {"prompt", "prompt_token_ids", "max_tokens", "temperature", "top_p",
+                                               "top_k", "seed", "stop", "stop_token_ids", "ignore_eos"};
+
+// Every field a line may hold, and their list for the error message.
+const std::set<std::string>& known_fields() {
+  static const std::set<std::string> kAll = [] {
+    std::set<std::string> all(kBasicFields.begin(), kBasicFields.end());
+    all.insert(sampling_field_names().begin(), sampling_field_names().end());
+    return all;
+  }();
+  return kAll;
+}
+
+std::string known_field_list() {
+  std::string out;
+  for (const auto& names : {kBasicFields, sampling_field_names()})
+    for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
+  return out;
+}
 
 std::vector<int32_t> token_id_list(const json& value, const std::string& field, int64_t vocab) {
   DEEPINFER_CHECK(value.is_array(), "'{}' must be an array of token ids, got {}", field, value.type_name());
@@ -211,8 +231,7 @@ FileRequest parse_request(const std::string& line, const SamplingParams& default
   }
   DEEPINFER_CHECK(j.is_object(), "expected a JSON object like {{\"prompt\": \"text\"}}, got {}", j.type_name());
   for (const auto& [key, value] : j.items())
-    DEEPINFER_CHECK(kFields.count(key), "unknown field '{}' (known: prompt, prompt_token_ids, max_tokens, temperature, "
-                    "top_p, top_k, seed, stop, stop_token_ids, ignore_eos)", key);
+    DEEPINFER_CHECK(known_fields().count(key), "unknown field '{}' (known: {})", key, known_field_list());
   DEEPINFER_CHECK(j.contains("prompt") != j.contains("prompt_token_ids"),
                   "give exactly one of 'prompt' (text) or 'prompt_token_ids' (a list of ids)");
   FileRequest r;
@@ -274,7 +293,8 @@ FileRequest parse_request(const std::string& line, const SamplingParams& default
     DEEPINFER_CHECK(j["ignore_eos"].is_boolean(), "'ignore_eos' must be true or false, got {}", j["ignore_eos"].dump());
     r.params.ignore_eos = j["ignore_eos"].get<bool>();
   }
-  validate(r.params);
+  parse_sampling_fields(j, r.params, config.vocab_size);
+  validate(r.params, config.vocab_size);
   return r;
 }
 
@@ -284,7 +304,7 @@ int run_file(const GenerateArgs& args, const fs::path& dir, const io::ModelConfi
   std::ifstream in(*args.input, std::ios::binary);
   DEEPINFER_CHECK(in.good(), "cannot read the input file '{}'", *args.input);
   const SamplingParams defaults = default_params(args, dir);
-  validate(defaults);
+  validate(defaults, config.vocab_size);
 
   // Every line is checked before any work starts.
   std::vector<FileRequest> requests;
@@ -320,32 +340,62 @@ int run_file(const GenerateArgs& args, const fs::path& dir, const io::ModelConfi
     params.push_back(r.params);
   }
   // Results are written in input order as soon as every earlier one is done.
-  struct Pending {
+  struct Completion {
     std::vector<int32_t> ids;
     std::string text, finish_reason;
+    json logprobs = json::array();
+  };
+  struct Pending {
+    std::vector<Completion> outputs;
+    json prompt_logprobs;
+    int64_t cached_tokens = 0;  // prompt tokens served by the prefix cache
     bool done = false;
   };
   std::vector<Pending> pending(requests.size());
+  for (size_t i = 0; i < requests.size(); ++i) pending[i].outputs.resize(static_cast<size_t>(requests[i].params.n));
+  // n = 1 keeps the single-output fields at the top level; n > 1 lists the completions in "outputs".
+  auto result_json = [&](size_t i, const Pending& w) {
+    const SamplingParams& sp = requests[i].params;
+    auto completion = [&](json& j, const Completion& c) {
+      j["token_ids"] = c.ids;
+      j["text"] = c.text;
+      j["finish_reason"] = c.finish_reason;
+      if (sp.logprobs) j["logprobs"] = c.logprobs;
+    };
+    json result = {{"index", i}, {"prompt_token_ids", requests[i].prompt_ids}};
+    if (sp.n == 1) {
+      completion(result, w.outputs[0]);
+    } else {
+      result["outputs"] = json::array();
+      for (size_t k = 0; k < w.outputs.size(); ++k) {
+        json c = {{"index", k}};
+        completion(c, w.outputs[k]);
+        result["outputs"].push_back(std::move(c));
+      }
+    }
+    if (sp.prompt_logprobs) result["prompt_logprobs"] = w.prompt_logprobs;
+    result["cached_tokens"] = w.cached_tokens;
+    return result;
+  };
   size_t next_to_write = 0, done = 0;
   int64_t tokens = 0;
   engine::RequestProgress progress(requests.size());
   llm.generate(prompts, params, [&](const StreamEvent& e) {
     Pending& p = pending[e.index];
-    p.ids.insert(p.ids.end(), e.new_token_ids.begin(), e.new_token_ids.end());
-    p.text += e.text;
+    Completion& c = p.outputs.at(e.output_index);
+    c.ids.insert(c.ids.end(), e.new_token_ids.begin(), e.new_token_ids.end());
+    c.text += e.text;
+    for (const auto& l : logprobs_json(e.logprobs)) c.logprobs.push_back(l);
+    if (!e.prompt_logprobs.empty()) p.prompt_logprobs = prompt_logprobs_json(e.prompt_logprobs);
     tokens += static_cast<int64_t>(e.new_token_ids.size());
-    if (e.finished) {
+    if (e.finished) c.finish_reason = e.finish_reason;
+    if (e.request_finished) {
       p.done = true;
-      p.finish_reason = e.finish_reason;
+      p.cached_tokens = e.num_cached_tokens;
       ++done;
       for (; next_to_write < pending.size() && pending[next_to_write].done; ++next_to_write) {
         Pending& w = pending[next_to_write];
-        const json result = {{"index", next_to_write},
-                             {"prompt_token_ids", requests[next_to_write].prompt_ids},
-                             {"token_ids", w.ids},
-                             {"text", w.text},
-                             {"finish_reason", w.finish_reason}};
-        out << result.dump(-1, ' ', false, json::error_handler_t::replace) << '\n';
+        out << result_json(next_to_write, w).dump(-1, ' ', false, json::error_handler_t::replace) << '\n';
         w = Pending{};  // free the memory
         w.done = true;
       }
@@ -356,9 +406,11 @@ int run_file(const GenerateArgs& args, const fs::path& dir, const io::ModelConfi
   DEEPINFER_CHECK(out.good(), "writing the output file '{}' failed", *args.output);
   const auto stats = llm.stats();
   progress.finish(done, tokens,
-                  fmt::format(" | {} steps, {} preemptions | kv pool: {} blocks of {} tokens ({})", stats.steps,
-                              stats.preemptions, llm.kv_num_blocks(), llm.kv_block_tokens(),
-                              engine::human_bytes(static_cast<double>(llm.kv_memory_bytes()))));
+                  fmt::format(" | {} steps, {} preemptions | kv pool: {} blocks of {} tokens ({}) | prefix cache: "
+                              "{} of {} prompt tokens cached",
+                              stats.steps, stats.preemptions, llm.kv_num_blocks(), llm.kv_block_tokens(),
+                              engine::human_bytes(static_cast<double>(llm.kv_memory_bytes())),
+                              stats.cached_prompt_tokens, stats.prompt_tokens));
   return 0;
 }
 
@@ -390,11 +442,17 @@ const CommandRegistration registration{Command{
           "--input", args->input,
           "File of requests, one JSON object per line (blank lines skipped), run concurrently: {\"prompt\": \"text\"} "
           "or {\"prompt_token_ids\": [0, 17, 5]}, optionally with max_tokens, temperature, top_p, top_k, seed, stop "
-          "(string or list), stop_token_ids, ignore_eos (vLLM names; unset fields take the flags' values). Every line "
-          "is checked before any work; a bad one is an error naming its line number");
+          "(string or list), stop_token_ids, ignore_eos, n, min_p, presence_penalty, frequency_penalty, "
+          "repetition_penalty, logit_bias ({\"17\": 2.5}), min_tokens, include_stop_str_in_output, logprobs (top N), "
+          "prompt_logprobs, skip_special_tokens, and guided decoding as \"structured_outputs\": {\"json\": {schema}} "
+          "or {\"regex\": ...}, {\"grammar\": GBNF}, {\"choice\": [...]}, {\"json_object\": true} (vLLM names; "
+          "unset fields take the flags' values). Every line is checked before any work; a bad one is an error naming "
+          "its line number");
       sub.add_option("--output", args->output,
                      "With --input: results file ('-' = stdout), one line per request in input order: {\"index\", "
-                     "\"prompt_token_ids\", \"token_ids\", \"text\", \"finish_reason\": \"stop\"|\"length\"}");
+                     "\"prompt_token_ids\", \"token_ids\", \"text\", \"finish_reason\": \"stop\"|\"length\"}, plus "
+                     "\"logprobs\" / \"prompt_logprobs\" when asked; with n > 1 the completions are listed in "
+                     "\"outputs\": [{\"index\", \"token_ids\", \"text\", \"finish_reason\"}, ...]");
       prompt->excludes(ids);
       input->excludes(prompt)->excludes(ids);
       sub.add_option("--max-tokens", args->max_tokens, "Most tokens to generate")
@@ -430,6 +488,16 @@ const CommandRegistration registration{Command{
                      "Tokens per engine step: the decodes of running sequences first, then chunks of waiting prompts")
           ->default_val(2048)
           ->check(CLI::PositiveNumber);
+      sub.add_flag("--no-prefix-caching", args->no_prefix_caching,
+                   "Turn off automatic prefix caching (on by default: requests that start with the tokens of an "
+                   "earlier one reuse its state, in blocks of 64 positions on kjv, 128 on V4-Flash; each --output "
+                   "line reports \"cached_tokens\")");
+      sub.add_option("--swa-replay-keep", args->swa_replay_keep,
+                     "Sliding-window state after a prefix-cache hit: recompute this many tokens before the hit with "
+                     "the window clamped there (bounded replay; must be >= the model's sliding window), or 0 for "
+                     "exact: window-state snapshots are cached too and outputs equal uncached ones")
+          ->default_val(140)
+          ->check(CLI::NonNegativeNumber);
       return [args] {
         try {
           return run_generate(*args);

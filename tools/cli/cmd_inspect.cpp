@@ -1,6 +1,7 @@
 // `deepinfer inspect`: what a model folder holds — architecture, per-layer attention kinds,
 // parameters by component and dtype, and the bytes per token and per sequence slot that the state
-// pools allocate. `--config FILE` does the same from a config.json alone (no parameters).
+// pools allocate, in the pools' F32 and in the released encodings. `--config FILE` does the same from
+// a config.json alone (no parameters for V4; V4.1 counts the tensors its config implies).
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -13,8 +14,11 @@
 #include <vector>
 
 #include "cli/command.h"
+#include "cli/inspect_deepseek_v41.h"
+#include "cli/inspect_print.h"
 #include "core/error.h"
 #include "engine/load_progress.h"
+#include "io/deepseek_v41_config.h"
 #include "io/model_config.h"
 #include "model/deepseek_v4/state.h"
 #include "model/model.h"
@@ -23,21 +27,6 @@ namespace deepinfer::cli {
 namespace {
 
 namespace fs = std::filesystem;
-using engine::human_bytes;
-
-std::string with_commas(int64_t value) {
-  std::string digits = std::to_string(value < 0 ? -value : value);
-  for (int pos = static_cast<int>(digits.size()) - 3; pos > 0; pos -= 3) digits.insert(static_cast<size_t>(pos), ",");
-  return value < 0 ? "-" + digits : digits;
-}
-
-std::string short_count(double value) {  // 9.1M, 284B
-  if (value >= 1e12) return fmt::format("{:.2f}T", value / 1e12);
-  if (value >= 1e9) return fmt::format("{:.2f}B", value / 1e9);
-  if (value >= 1e6) return fmt::format("{:.2f}M", value / 1e6);
-  if (value >= 1e3) return fmt::format("{:.1f}K", value / 1e3);
-  return fmt::format("{:.0f}", value);
-}
 
 const char* attention_name(io::AttentionKind kind) {
   switch (kind) {
@@ -55,10 +44,6 @@ std::string rope_text(const io::RopeParams& r) {
                         r.original_max_position_embeddings, r.beta_fast, r.beta_slow);
   if (r.type == "yarn" && r.attention_factor) text += fmt::format(", attention factor {:g}", *r.attention_factor);
   return text;
-}
-
-void print_row(const std::string& label, const std::string& value) {
-  std::printf("  %-22s %s\n", label.c_str(), value.c_str());
 }
 
 void print_config(const io::ModelConfig& c, const fs::path& dir) {
@@ -102,62 +87,19 @@ void print_config(const io::ModelConfig& c, const fs::path& dir) {
   }
 }
 
-void print_parameters(const std::vector<model::ParameterGroup>& groups) {
-  int64_t total_count = 0, total_bytes = 0;
-  for (const auto& g : groups) total_count += g.count, total_bytes += g.bytes;
-  std::vector<model::ParameterGroup> sorted = groups;
-  std::stable_sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) { return a.count > b.count; });
-  std::printf("\nParameters\n  %-18s %-16s %16s %8s %12s\n", "component", "dtype", "count", "share", "bytes");
-  for (const auto& g : sorted) {
-    const double share = total_count ? 100.0 * static_cast<double>(g.count) / static_cast<double>(total_count) : 0.0;
-    std::printf("  %-18s %-16s %16s %7.1f%% %12s\n", g.component.c_str(), g.dtype.c_str(), with_commas(g.count).c_str(),
-                share, human_bytes(static_cast<double>(g.bytes)).c_str());
-  }
-  std::printf("  %-18s %-16s %16s %8s %12s\n", "total", "", with_commas(total_count).c_str(), "",
-              human_bytes(static_cast<double>(total_bytes)).c_str());
-  std::printf("  total parameters: %s (%s), %s bytes (%s)\n", with_commas(total_count).c_str(),
-              short_count(static_cast<double>(total_count)).c_str(), with_commas(total_bytes).c_str(),
-              human_bytes(static_cast<double>(total_bytes)).c_str());
-}
-
-// What the state pools really allocate for this layout: the per-token cost is the compressed KV
-// and indexer-key entries in blocks (one block covers block_tokens positions), the per-sequence
-// cost is one slot (window rings plus the compressors' unfinished windows).
-void print_state(const kv::StateLayout& layout, int64_t max_positions) {
-  int64_t window_elems = 0, compressor_elems = 0, rings = 0;
-  for (const auto& l : layout.layers) {
-    window_elems += l.window.window * l.window.head_dim;
-    rings += l.window.window > 0;
-    for (const auto* c : {&l.compressor, &l.indexer})
-      if (*c) compressor_elems += (*c)->slot_elems();
-  }
-  const auto element = static_cast<int64_t>(layout.element_bytes());
-  const auto slot = static_cast<int64_t>(layout.slot_bytes()), block = static_cast<int64_t>(layout.block_bytes());
-  std::printf("\nSequence state (what the state pools allocate, %s)\n", std::string(dtype_name(layout.dtype)).c_str());
-  const double per_token = layout.bytes_per_token();
-  const std::string per_token_text = per_token == static_cast<double>(static_cast<int64_t>(per_token))
-                                         ? with_commas(static_cast<int64_t>(per_token))
-                                         : fmt::format("{:.1f}", per_token);
-  print_row("per token", fmt::format("{} B (compressed KV + indexer keys; blocks of {} positions, {} B each)",
-                                     per_token_text, layout.block_tokens, with_commas(block)));
-  print_row("per sequence slot", fmt::format("{} B ({}): window rings {} B over {} layers, unfinished "
-                                             "compression windows {} B",
-                                             with_commas(slot), human_bytes(static_cast<double>(slot)),
-                                             with_commas(window_elems * element), rings,
-                                             with_commas(compressor_elems * element)));
-  std::printf("  %-22s %s\n", "context", "state per sequence (slot + blocks)");
-  for (int64_t tokens : {int64_t{4096}, int64_t{131072}, int64_t{1048576}}) {
-    const std::string label = tokens >= 1048576 ? fmt::format("{}M tokens", tokens / 1048576)
-                                                : fmt::format("{}K tokens", tokens / 1024);
-    const std::string note = max_positions > 0 && tokens > max_positions ? " (beyond the model's context)" : "";
-    const double bytes = static_cast<double>(slot) + static_cast<double>(layout.blocks_for(tokens) * block);
-    print_row(label, human_bytes(bytes) + note);
-  }
+std::string read_text(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  DEEPINFER_CHECK(in.good(), "cannot read config file '{}'", path.string());
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
 }
 
 int run_inspect(const std::string& model_dir) {
   const fs::path dir = model_dir;
   DEEPINFER_CHECK(fs::is_directory(dir), "model folder '{}' does not exist or is not a directory", dir.string());
+  if (fs::is_regular_file(dir / "config.json") &&
+      io::peek_model_type(read_text(dir / "config.json"), (dir / "config.json").string()) == "deepseek_v41") {
+    return inspect_deepseek_v41_folder(dir);
+  }
   engine::LoadProgress progress;
   model::LoadOptions load_options = model::load_options_from_env();  // DEEPINFER_BATCH_INVARIANT
   load_options.progress = [&](size_t d, size_t t) { progress.update(d, t); };
@@ -166,6 +108,8 @@ int run_inspect(const std::string& model_dir) {
   print_config(model->config(), dir);
   print_parameters(model->parameter_summary());
   print_state(model->state_layout(), model->config().max_position_embeddings);
+  if (model->config().model_type == "deepseek_v4")
+    print_released_state(model->state_layout(), model::deepseek_v4::released_formats(model->config()));
   std::fflush(stdout);
   return 0;
 }
@@ -175,15 +119,16 @@ int run_inspect(const std::string& model_dir) {
 int run_inspect_config(const std::string& config_file) {
   const fs::path path = config_file;
   DEEPINFER_CHECK(fs::is_regular_file(path), "config file '{}' does not exist or is not a file", path.string());
-  std::ifstream in(path, std::ios::binary);
-  DEEPINFER_CHECK(in.good(), "cannot read config file '{}'", path.string());
-  const std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  const std::string text = read_text(path);
+  if (io::peek_model_type(text, path.string()) == "deepseek_v41") return inspect_deepseek_v41_config(path, text);
   const io::ModelConfig config = io::parse_model_config(text, path.string());
   config.validate();
-  DEEPINFER_CHECK(config.model_type == "deepseek_v4", "{}: model_type '{}' is not supported (supported: deepseek_v4)",
-                  path.string(), config.model_type);
+  DEEPINFER_CHECK(config.model_type == "deepseek_v4",
+                  "{}: model_type '{}' is not supported (supported: deepseek_v4, deepseek_v41)", path.string(),
+                  config.model_type);
   print_config(config, path);
   print_state(model::deepseek_v4::state_layout(config), config.max_position_embeddings);
+  print_released_state(model::deepseek_v4::state_layout(config), model::deepseek_v4::released_formats(config));
   std::fflush(stdout);
   return 0;
 }

@@ -3,14 +3,25 @@
 # .gpu/ (ignored by git): the test binaries, the CLI and the shared libraries they link that the
 # GPU machine's image lacks. Then run, on the GPU machine, from the repository root:
 #   tools/gpu/test.sh            (the device tool: carry [".gpu"])
+#   tools/gpu/bench.sh           (carry [".gpu", ".peer"]; `deepinfer bench` is in the CLI)
+# STAGE=bench stages the CLI alone (a smaller carry when the tests are not needed).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 cmake -S . -B build-cuda -G Ninja -DCMAKE_BUILD_TYPE=Release -DDEEPINFER_CUDA=ON -DDEEPINFER_BUILD_PYTHON=OFF \
   -DDEEPINFER_BUILD_BENCH=OFF "$@" > /dev/null
-cmake --build build-cuda -j "$(nproc)" --target test_backend test_model test_engine deepinfer
-rm -rf .gpu && mkdir -p .gpu/lib
-cp build-cuda/tests/test_backend build-cuda/tests/test_model build-cuda/tests/test_engine build-cuda/tools/deepinfer .gpu/
-for lib in $(ldd .gpu/deepinfer .gpu/test_model | awk '/=>/ {print $3}' | sort -u); do
+if [ "${STAGE:-all}" = bench ]; then
+  cmake --build build-cuda -j "$(nproc)" --target deepinfer
+  rm -rf .gpu && mkdir -p .gpu/lib
+  cp build-cuda/tools/deepinfer .gpu/
+else
+  cmake --build build-cuda -j "$(nproc)" --target test_backend test_model test_engine deepinfer
+  rm -rf .gpu && mkdir -p .gpu/lib
+  cp build-cuda/tests/test_backend build-cuda/tests/test_model build-cuda/tests/test_engine build-cuda/tools/deepinfer .gpu/
+fi
+# Which source the binaries are (the benchmark table names it).
+dirty=$(git status --porcelain -- src tools include CMakeLists.txt 2>/dev/null | head -1)
+echo "$(git rev-parse --short HEAD)${dirty:+ + uncommitted changes}" > .gpu/COMMIT
+for lib in $(ldd .gpu/* 2>/dev/null | awk '/=>/ {print $3}' | sort -u); do
   case "$(basename "$lib")" in
     libc.so*|libm.so*|libgcc_s.so*|libstdc++.so*|ld-linux*) ;;  # the GPU image has its own
     *) cp -L "$lib" .gpu/lib/ ;;

@@ -66,8 +66,11 @@ void CpuBackend::compress(const CompressorLayout& c, const backend::CompressorWe
     int64_t w;
   };
   std::vector<Window> windows;
-  for (size_t i = 0; i < seqs.size(); ++i)
-    for (int64_t win = seqs[i].start / rate; win < (seqs[i].start + seqs[i].count) / rate; ++win) windows.push_back({i, win});
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    // Windows ending inside cached blocks already have their entries there (bounded replay).
+    const int64_t first = std::max(seqs[i].start / rate, seqs[i].cached_until / rate);
+    for (int64_t win = first; win < (seqs[i].start + seqs[i].count) / rate; ++win) windows.push_back({i, win});
+  }
 
   ThreadPool::global().parallel_for(windows.size(), [&](size_t b, size_t e) {
     thread_local std::vector<float> slot_kv, slot_gate, entry, cos, sin;
@@ -266,7 +269,7 @@ void CpuBackend::sparse_attention(TensorView q, TensorView kv, const backend::Wi
       const float* ring = state.slot(seq.slot) + wl.slot_offset;
       keys.clear();
       // The window in position order: rows from before the step live in the ring.
-      for (int64_t p = std::max<int64_t>(0, pos - W + 1); p <= pos; ++p)
+      for (int64_t p = std::max(seq.window_floor, pos - W + 1); p <= pos; ++p)
         keys.push_back(p < seq.start ? ring + (p % W) * hd : kvs + (seq.begin + p - seq.start) * hd);
       if (use_selection) {
         for (int64_t j = 0; j < k_sel; ++j)

@@ -66,6 +66,7 @@ class CpuBackend final : public backend::Backend {
                  TensorView experts, TensorView weights) override;
   void moe_experts(const backend::MoeWeights& w, TensorView x, TensorView experts, TensorView weights,
                    TensorView out) override;
+  void quantize_dequantize(TensorView x, backend::ActQuant format) override;
 
  private:
   // y [tokens, w.rows] = x W^T through the kernel the options ask for.

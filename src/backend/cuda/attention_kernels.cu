@@ -343,7 +343,7 @@ __global__ void sparse_attention_kernel(SparseAttentionArgs a) {
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const DeviceSeq seq = a.seqs[seq_of_token(a.seqs, a.nseq, t)];
   const int64_t pos = seq.start + (t - seq.begin), hd = a.hd, W = a.window;
-  const int64_t p0 = pos - W + 1 > 0 ? pos - W + 1 : 0;
+  const int64_t p0 = pos - W + 1 > seq.window_floor ? pos - W + 1 : seq.window_floor;
   const int64_t nwin = pos - p0 + 1;
   const int64_t nent = !a.has_entries ? 0 : a.selected ? a.k_sel : (pos + 1) / a.entries.rate;
   const float* ring = a.st.slots + static_cast<int64_t>(seq.slot) * a.st.slot_elems + a.window_offset;

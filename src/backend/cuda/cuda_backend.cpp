@@ -19,6 +19,14 @@ void* CudaAllocator::do_allocate(size_t bytes, size_t alignment) {
 
 void CudaAllocator::do_deallocate(void* p, size_t, size_t) noexcept { cudaFree(p); }
 
+void CudaAllocator::copy(void* dst, const void* src, size_t bytes) {
+  if (bytes) DEEPINFER_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, 0));
+}
+
+void CudaAllocator::write(void* dst, const void* host_src, size_t bytes) {
+  if (bytes) DEEPINFER_CUDA_CHECK(cudaMemcpy(dst, host_src, bytes, cudaMemcpyHostToDevice));
+}
+
 CudaBackend::CudaBackend(const backend::BackendOptions& options) : options_(options) {
   int count = 0;
   DEEPINFER_CUDA_CHECK(cudaGetDeviceCount(&count));
@@ -105,7 +113,8 @@ CudaBackend::StagedSeqs CudaBackend::stage_seqs(std::span<const backend::SeqSlic
   std::vector<int32_t> tables;
   backend::check_slices(seqs, tokens, state);
   for (const auto& s : seqs) {
-    out.host.push_back({s.begin, s.count, s.start, s.slot, static_cast<int32_t>(tables.size())});
+    out.host.push_back(
+        {s.begin, s.count, s.start, s.slot, static_cast<int32_t>(tables.size()), s.window_floor, s.cached_until});
     tables.insert(tables.end(), s.blocks.begin(), s.blocks.end());
   }
   out.seqs = stage(std::span<const DeviceSeq>(out.host));

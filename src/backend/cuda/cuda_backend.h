@@ -27,6 +27,8 @@ class CudaAllocator final : public Allocator {
  public:
   Device device() const override { return Device::CUDA; }
   std::string_view name() const override { return "cuda"; }
+  void copy(void* dst, const void* src, size_t bytes) override;
+  void write(void* dst, const void* host_src, size_t bytes) override;
 
  protected:
   void* do_allocate(size_t bytes, size_t alignment) override;
@@ -98,6 +100,7 @@ class CudaBackend final : public backend::Backend {
                  TensorView experts, TensorView weights) override;
   void moe_experts(const backend::MoeWeights& w, TensorView x, TensorView experts, TensorView weights,
                    TensorView out) override;
+  void quantize_dequantize(TensorView x, backend::ActQuant format) override;
 
   // --- helpers for the op files ---
   cudaStream_t stream() const { return nullptr; }  // the legacy default stream (see begin_op)

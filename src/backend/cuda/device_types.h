@@ -24,6 +24,7 @@ struct DeviceSeq {
   int64_t begin, count, start;
   int32_t slot;
   int32_t block_offset;
+  int64_t window_floor, cached_until;  // as backend::SeqSlice
 };
 
 // Rotary frequencies on the device.

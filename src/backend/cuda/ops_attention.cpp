@@ -43,7 +43,8 @@ void CudaBackend::compress(const backend::CompressorLayout& c, const backend::Co
   std::vector<int64_t> windows;  // (sequence, window) of every window completing in this step
   for (size_t i = 0; i < staged.host.size(); ++i) {
     const DeviceSeq& s = staged.host[i];
-    for (int64_t win = s.start / c.rate; win < (s.start + s.count) / c.rate; ++win) {
+    // Windows ending inside cached blocks already have their entries there (bounded replay).
+    for (int64_t win = std::max(s.start, s.cached_until) / c.rate; win < (s.start + s.count) / c.rate; ++win) {
       windows.push_back(static_cast<int64_t>(i));
       windows.push_back(win);
     }

@@ -29,4 +29,9 @@ kv::StateLayout state_layout(const io::ModelConfig& config) {
   return kv::plan_layout(specs, kv::choose_block_tokens(specs));
 }
 
+kv::StoredFormats released_formats(const io::ModelConfig& config) {
+  return {kv::RowEncoding::Fp8WithBf16Rope, kv::RowEncoding::Fp8WithBf16Rope, kv::RowEncoding::Mxfp4,
+          config.qk_rope_head_dim};
+}
+
 }  // namespace deepinfer::model::deepseek_v4

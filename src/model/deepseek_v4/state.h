@@ -7,6 +7,7 @@
 
 #include "io/model_config.h"
 #include "kv/state_layout.h"
+#include "kv/stored_format.h"
 
 namespace deepinfer::model::deepseek_v4 {
 
@@ -15,5 +16,8 @@ namespace deepinfer::model::deepseek_v4 {
 std::vector<kv::LayerStateSpec> state_specs(const io::ModelConfig& config);
 // The layout the CPU backend's pools use for this config (F32, block size from choose_block_tokens).
 kv::StateLayout state_layout(const io::ModelConfig& config);
+// The encodings of the released model (SERVING.md): window and compressed KV 448 FP8 + 64 BF16 rope
+// + E8M0 scales (584 B at head_dim 512), indexer keys FP4 with E8M0 scales per 32 (68 B at 128).
+kv::StoredFormats released_formats(const io::ModelConfig& config);
 
 }  // namespace deepinfer::model::deepseek_v4
