@@ -98,7 +98,11 @@ bool is_decode(const Sequence& s) { return s.running() && s.remaining() == 1; }
 int64_t chunk_size(const Sequence& s, int64_t budget, const SchedulerLimits& limits) {
   int64_t n = std::min(s.remaining(), budget);
   if (limits.max_prefill_chunk > 0) n = std::min(n, limits.max_prefill_chunk);
-  if (s.chunk_stop > s.num_computed) n = std::min(n, s.chunk_stop - s.num_computed);
+  for (int64_t stop : s.chunk_stops)
+    if (stop > s.num_computed) {
+      n = std::min(n, stop - s.num_computed);
+      break;
+    }
   return n;
 }
 
@@ -183,19 +187,18 @@ Scheduler::Scheduler(kv::StatePool& pool, SchedulePolicy policy, PrefixCaching c
   DEEPINFER_CHECK(caching_.replay_keep >= 0, "the replay length must be >= 0, got {}", caching_.replay_keep);
 }
 
-int64_t Scheduler::exact_chunk_stop(const Sequence& seq) const {
-  // The last block boundary a hit could end at (one token must stay to compute): a chunk stops
-  // there so the window state at that boundary can be snapshotted.
-  if (!caching_.cache || caching_.replay_keep > 0 || caching_.cache->snapshot_slots() == 0) return 0;
-  const int64_t bt = pool_.layout().block_tokens;
-  return (seq.num_tokens() - 1) / bt * bt;
+bool Scheduler::snapshots_on() const {
+  return caching_.cache && caching_.replay_keep == 0 && caching_.cache->snapshot_slots() > 0;
 }
 
 void Scheduler::reset_prefix_state(Sequence& seq) {
   seq.num_registered_blocks = 0;
   seq.window_floor = 0;
   seq.cached_until = 0;
-  seq.chunk_stop = exact_chunk_stop(seq);
+  seq.chunk_stops.clear();
+  // The last block boundary a later hit could end at (one token must stay to compute).
+  if (snapshots_on()) seq.chunk_stops.push_back((seq.num_tokens() - 1) / pool_.layout().block_tokens *
+                                                pool_.layout().block_tokens);
 }
 
 std::optional<Scheduler::TentativeHit> Scheduler::try_hit(Sequence& seq) {
@@ -209,6 +212,17 @@ std::optional<Scheduler::TentativeHit> Scheduler::try_hit(Sequence& seq) {
   const bool exact = caching_.replay_keep == 0;
   kv::PrefixCache::Hit hit = cache.acquire(seq.tokens, seq.block_keys, max_blocks, exact);
   TentativeHit t{&seq, static_cast<int64_t>(hit.blocks.size()), hit.snapshot_slot, hit.shortened};
+  if (hit.shortened && snapshots_on()) {
+    // Exact mode matched more blocks than it has a snapshot for: the end of the match is a branch
+    // point (a shared system prompt, say). Stop a chunk there, so the window state gets
+    // snapshotted and the next sequence through it hits exactly.
+    const int64_t branch = hit.matched_blocks * bt;
+    auto& stops = seq.chunk_stops;
+    if (std::find(stops.begin(), stops.end(), branch) == stops.end()) {
+      stops.push_back(branch);
+      std::sort(stops.begin(), stops.end());
+    }
+  }
   if (hit.blocks.empty()) return t;
   const int64_t end = t.blocks * bt;
   seq.blocks = std::move(hit.blocks);
@@ -229,8 +243,16 @@ void Scheduler::register_computed(Sequence& seq) {
   cache.extend_keys(seq.tokens, full, seq.block_keys);
   cache.register_blocks(seq.tokens, seq.block_keys, seq.blocks, seq.num_registered_blocks, full);
   seq.num_registered_blocks = full;
-  if (caching_.replay_keep == 0 && seq.num_computed % bt == 0)
-    cache.take_snapshot(seq.block_keys[static_cast<size_t>(full - 1)], *seq.slot);
+  if (caching_.replay_keep == 0 && seq.num_computed % bt == 0) {
+    const uint64_t key = seq.block_keys[static_cast<size_t>(full - 1)];
+    cache.take_snapshot(key, *seq.slot);
+    // In decode only the newest boundary is kept (what a next turn of the conversation hits), so
+    // long generations do not push the prompts' snapshots out.
+    if (seq.num_computed > seq.num_prompt_tokens) {
+      if (seq.decode_snapshot_key && *seq.decode_snapshot_key != key) cache.drop_snapshot(*seq.decode_snapshot_key);
+      seq.decode_snapshot_key = key;
+    }
+  }
 }
 
 void Scheduler::add(Sequence& seq) {

@@ -132,7 +132,7 @@ class Scheduler {
   // the position to compute from; undone after the policy if the sequence is not admitted.
   std::optional<TentativeHit> try_hit(Sequence& seq);
   void register_computed(Sequence& seq);  // caches its newly full blocks (and snapshots, exact mode)
-  int64_t exact_chunk_stop(const Sequence& seq) const;
+  bool snapshots_on() const;  // exact SWA mode with snapshot slots
 
   kv::StatePool& pool_;
   SchedulePolicy policy_;

@@ -46,7 +46,10 @@ struct Sequence {
   int64_t num_shared_blocks = 0;      // of its blocks, those other sequences hold too (set per step)
   int64_t window_floor = 0;           // backend::SeqSlice::window_floor (bounded replay start)
   int64_t cached_until = 0;           // backend::SeqSlice::cached_until (end of the hit)
-  int64_t chunk_stop = 0;             // exact SWA mode: a prefill chunk ends here (snapshot boundary)
+  // Exact SWA mode: prefill chunks end at these positions (ascending), so the window state there
+  // can be snapshotted: the prompt's last block boundary, and a branch point its lookup found.
+  std::vector<int64_t> chunk_stops;
+  std::optional<uint64_t> decode_snapshot_key;  // exact mode: its newest snapshot taken in decode
   std::optional<int64_t> num_cached_tokens;  // prompt tokens served by the cache at first admission
   int64_t num_replayed_tokens = 0;    // tokens recomputed by bounded replay (all admissions)
 

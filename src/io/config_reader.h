@@ -4,14 +4,33 @@
 // other type mismatch is an error naming the key with its full path ("text_config.head_dim").
 #include <cmath>
 #include <cstdint>
+#include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include "core/error.h"
 
 namespace deepinfer::io {
+
+// The text of DIR/config.json, or nullopt when it cannot be opened.
+inline std::optional<std::string> read_config_text(const std::filesystem::path& model_dir) {
+  std::ifstream in(model_dir / "config.json", std::ios::binary);
+  if (!in) return std::nullopt;
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// The same, as an error naming the file when it cannot be read.
+inline std::string require_config_text(const std::filesystem::path& model_dir) {
+  auto text = read_config_text(model_dir);
+  if (!text) fail("cannot read {} (expected a model folder with config.json)", (model_dir / "config.json").string());
+  return std::move(*text);
+}
 
 class ConfigReader {
  public:

@@ -479,22 +479,15 @@ DeepseekV41Config parse_deepseek_v41_config(const std::string& json_text, const 
 }
 
 DeepseekV41Config load_deepseek_v41_config(const std::filesystem::path& model_dir) {
-  const std::filesystem::path path = model_dir / "config.json";
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail("cannot read {} (expected a model folder with config.json)", path.string());
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return parse_deepseek_v41_config(ss.str(), path.string());
+  return parse_deepseek_v41_config(require_config_text(model_dir), (model_dir / "config.json").string());
 }
 
 std::optional<DeepseekV41Config> load_deepseek_v41_config_if_v41(const std::filesystem::path& model_dir) {
-  const std::filesystem::path path = model_dir / "config.json";
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return std::nullopt;  // the caller's own loader reports the missing file
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (peek_model_type(ss.str(), path.string()) != "deepseek_v41") return std::nullopt;
-  return parse_deepseek_v41_config(ss.str(), path.string());
+  const std::string source = (model_dir / "config.json").string();
+  const auto text = read_config_text(model_dir);
+  if (!text) return std::nullopt;  // the caller's own loader reports the missing file
+  if (peek_model_type(*text, source) != "deepseek_v41") return std::nullopt;
+  return parse_deepseek_v41_config(*text, source);
 }
 
 ModelConfig common_model_config(const DeepseekV41Config& c) {

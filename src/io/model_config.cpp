@@ -420,12 +420,7 @@ ModelConfig parse_model_config(const std::string& json_text, const std::string& 
 }
 
 ModelConfig load_model_config(const std::filesystem::path& model_dir) {
-  const std::filesystem::path path = model_dir / "config.json";
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail("cannot read {} (expected a model folder with config.json)", path.string());
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return parse_model_config(ss.str(), path.string());
+  return parse_model_config(require_config_text(model_dir), (model_dir / "config.json").string());
 }
 
 }  // namespace deepinfer::io

@@ -111,6 +111,7 @@ PrefixCache::Hit PrefixCache::acquire(std::span<const int32_t> tokens, std::span
     run.push_back(found->second);
   }
   auto length = static_cast<int64_t>(run.size());
+  hit.matched_blocks = length;
   if (need_snapshot) {
     while (length > 0 && !has_snapshot(keys[static_cast<size_t>(length - 1)])) --length;
     hit.shortened = length < static_cast<int64_t>(run.size());

@@ -72,6 +72,7 @@ class PrefixCache {
     std::vector<int32_t> blocks;  // referenced cached blocks covering positions [0, size * block_tokens)
     int32_t snapshot_slot = -1;   // exact mode: the slot holding the window state at that boundary
     bool shortened = false;       // exact mode: a longer run of blocks matched but had no snapshot
+    int64_t matched_blocks = 0;   // the run of cached blocks before any shortening
   };
   // The longest cached run of full blocks that starts the sequence, at most `max_blocks` long,
   // with a reference taken on each (give them back with release()). With `need_snapshot`, the run
@@ -90,6 +91,7 @@ class PrefixCache {
   // key has a snapshot already or its block is not cached.
   void take_snapshot(uint64_t key, int32_t slot);
   bool has_snapshot(uint64_t key) const { return snapshots_.count(key) != 0; }
+  void drop_snapshot(uint64_t key);  // frees its slot (no-op if there is none)
   int64_t snapshot_slots() const { return static_cast<int64_t>(snapshot_slot_ids_.size()); }
 
   const PrefixCacheStats& stats() const { return stats_; }
@@ -110,7 +112,6 @@ class PrefixCache {
     std::list<uint64_t>::iterator lru;
   };
   void uncache(int32_t block);      // drops a cached unreferenced block from the map and the LRU
-  void drop_snapshot(uint64_t key);
 
   StatePool& pool_;
   uint64_t identity_;

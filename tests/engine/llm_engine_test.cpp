@@ -454,5 +454,82 @@ TEST(MemoryBudget, ParsesBytesSuffixesAndFractions) {
     EXPECT_THROW(parse_memory_size(bad), Error) << bad;
 }
 
+// ---------------------------------------------------------------- prefix caching
+
+// One request at a time through an engine, returning its finished record.
+Finished run_one(LLMEngine& engine, const std::vector<int32_t>& prompt, int64_t max_tokens) {
+  RequestParams params{.sampling = greedy(max_tokens)};
+  const uint64_t id = engine.add_request(prompt, params);
+  return run_all(engine).at(id);
+}
+
+TEST(LLMEngine, ExactPrefixCacheSnapshotsABranchPointForTheNextSequence) {
+  FakeModel model;  // blocks of 8 positions
+  EngineOptions o = options(2, 64);
+  o.swa_replay_keep = 0;  // exact
+  o.snapshot_slots = 6;
+  LLMEngine engine(model, nullptr, o);
+  std::mt19937 rng(3);
+  const auto shared = random_prompt(rng, 16, 64);  // two blocks
+  auto with_tail = [&] {
+    auto p = shared;
+    const auto tail = random_prompt(rng, 13, 64);  // its own last block boundary is at 24, past the branch
+    p.insert(p.end(), tail.begin(), tail.end());
+    return p;
+  };
+  const auto a = with_tail(), b = with_tail(), c = with_tail();
+  for (const auto& [prompt, cached] : {std::pair{a, 0}, std::pair{b, 0}, std::pair{c, 16}}) {
+    const Finished got = run_one(engine, prompt, 6);
+    EXPECT_EQ(got.ids, reference(model, prompt, greedy(6), engine.context_limit()));
+    EXPECT_EQ(got.last.num_cached_tokens, cached);
+  }
+  // b matched a's two blocks but no snapshot ended there (a's prompt went on): shortened to 0, and
+  // its prefill stopped at the branch point so that c could hit exactly.
+  EXPECT_EQ(engine.prefix_cache()->stats().shortened_hits, 1);
+  EXPECT_GE(engine.prefix_cache()->stats().snapshots_taken, 3);
+}
+
+TEST(LLMEngine, CachedPrefixSurvivesChurnOfNeverCachedBlocks) {
+  FakeModel model;
+  // 2 slots and 12 blocks: the cached prefix holds 3 of them.
+  LLMEngine engine(model, nullptr, options(2, 64, bytes_for(model, 2, 12)));
+  std::mt19937 rng(9);
+  const auto prefix = random_prompt(rng, 24, 64);
+  auto first = prefix;
+  first.push_back(7);
+  run_one(engine, first, 2);
+  // Many short requests (never a full block) churn through the free blocks.
+  for (int i = 0; i < 40; ++i) run_one(engine, random_prompt(rng, 4, 64), 3);
+  EXPECT_EQ(engine.prefix_cache()->stats().evicted_blocks, 0) << "free blocks must go before cached ones";
+  auto again = prefix;
+  again.push_back(9);
+  EXPECT_EQ(run_one(engine, again, 2).last.num_cached_tokens, 24);
+  // Long requests need every block: then the cached ones are evicted, least recent first.
+  for (int i = 0; i < 4; ++i) run_one(engine, random_prompt(rng, 80, 64), 4);
+  EXPECT_GT(engine.prefix_cache()->stats().evicted_blocks, 0);
+  EXPECT_EQ(engine.available_blocks(), engine.pool().num_blocks());
+}
+
+TEST(LLMEngine, BoundedReplayRecomputesKeepTokensAndNeverWritesCachedBlocks) {
+  FakeModel model;  // window 8: keep 8 is the smallest allowed
+  EngineOptions o = options(2, 64);
+  o.swa_replay_keep = 8;
+  LLMEngine engine(model, nullptr, o);
+  std::mt19937 rng(5);
+  auto prompt = random_prompt(rng, 30, 64);
+  run_one(engine, prompt, 3);
+  const int64_t before = engine.stats().computed_prompt_tokens;
+  // The fake model checks that entries of cached blocks hold their tokens and that no written
+  // block is shared in a step; the context hash restarts at the replay start (window floor).
+  const Finished got = run_one(engine, prompt, 3);
+  EXPECT_EQ(got.last.num_cached_tokens, 24);
+  EXPECT_EQ(engine.stats().computed_prompt_tokens - before, 8 + 6);  // replay 16..24, then 24..30
+  EXPECT_EQ(engine.stats().replayed_tokens, 8);
+  const std::vector<int32_t> replayed(prompt.begin() + 16, prompt.end());
+  EXPECT_EQ(got.ids, reference(model, replayed, greedy(3), engine.context_limit()));
+  o.swa_replay_keep = 7;
+  EXPECT_THROW(LLMEngine(model, nullptr, o), Error);
+}
+
 }  // namespace
 }  // namespace deepinfer::engine
