@@ -1,4 +1,5 @@
-// Python bindings (pybind11) for prompt encoding and output parsing. Requests and messages cross
+// Python bindings (pybind11), the extension deepinfer._deepinfer: prompt encoding and output
+// parsing here, the generation API in llm_bindings.cpp. Requests and messages cross
 // the boundary as JSON text (json.dumps / json.loads), which keeps Python's dict order — the order
 // DeepSeek's reference encoders render tool schemas and arguments in.
 #include <pybind11/pybind11.h>
@@ -55,9 +56,13 @@ std::string as_bytes(const py::handle& text) {
 
 }  // namespace
 
-PYBIND11_MODULE(deepinfer, m) {
-  m.doc() = "deepinfer: DeepSeek prompt encoding (V3, V3.1, V3.2, V4, V4.1) and streaming output parsing";
+void bind_llm(py::module_& m);  // llm_bindings.cpp
+
+PYBIND11_MODULE(_deepinfer, m) {
+  m.doc() = "deepinfer's C++ core: generation (wrapped by deepinfer.api), DeepSeek prompt encoding (V3 .. V4.1) "
+            "and streaming output parsing";
   py::register_exception<Error>(m, "Error", PyExc_ValueError);
+  bind_llm(m);
 
   m.def("render_prompt", &render_prompt, py::arg("request"), py::arg("format") = "v4.1",
         py::arg("tokenizer_config") = py::none(),

@@ -3,7 +3,7 @@
 set -euo pipefail
 packages=(build-essential cmake ninja-build pkg-config git
   nlohmann-json3-dev libpcre2-dev libcli11-dev libfmt-dev libspdlog-dev
-  libgtest-dev libgmock-dev libbenchmark-dev pybind11-dev python3-dev libxxhash-dev
+  libgtest-dev libgmock-dev libbenchmark-dev pybind11-dev python3-dev python3-setuptools python3-wheel libxxhash-dev
   python3-jinja2 clang libclang-rt-14-dev)
 missing=()
 for p in "${packages[@]}"; do

@@ -6,10 +6,14 @@
 //   deepinfer::SamplingParams params{.temperature = 0.8, .max_tokens = 64, .stop = {"\n"}};
 //   for (const auto& out : llm.generate({"In the beginning", "The LORD is"}, params))
 //     std::cout << out.outputs[0].text << "\n";
+//   auto reply = llm.chat({{.role = "user", .content = "Hi"}}, params, {.thinking = true});
+//   reply[0].outputs[0].message->content;   // ->reasoning_content, ->tool_calls
+//
+// User guide (C++ and Python): docs/generation-api.md.
 //
 // Names follow vLLM (SamplingParams, RequestOutput, CompletionOutput, finish_reason "stop" /
 // "length"). Errors throw std::runtime_error (deepinfer::Error) with a one-line message. One LLM
-// serves one generate() call at a time (not thread-safe).
+// serves one generate()/chat() call (or open GenerationStream) at a time (not thread-safe).
 // This header uses only the standard library: no internal type is visible through it.
 #include <cstdint>
 #include <filesystem>
@@ -138,6 +142,69 @@ struct TokenLogprob {
   std::vector<Logprob> top;  // the N most likely tokens, descending (ties: lower id); masked ones left out
 };
 
+// ---- Chat -------------------------------------------------------------------------------------
+
+struct ChatToolCall {
+  std::string id;         // generated calls: "call_<index>"
+  std::string name;
+  std::string arguments;  // a JSON object, as text
+};
+
+// One message of a conversation, OpenAI's chat format. Roles: system, user, assistant, tool;
+// developer from V3.2, latest_reminder from V4.
+struct ChatMessage {
+  std::string role;
+  std::optional<std::string> content;            // unset (null) renders as empty
+  std::optional<std::string> reasoning_content;  // assistant turns of a thinking conversation
+  std::vector<ChatToolCall> tool_calls;          // assistant turns that called tools
+  std::optional<std::string> tool_call_id;       // tool results: the call they answer
+};
+
+// One conversation: typed messages, or OpenAI's "messages" JSON array as text (for content parts
+// or fields ChatMessage lacks; objects keep the key order written, as the encoders render it).
+struct Conversation {
+  Conversation(std::vector<ChatMessage> m) : messages(std::move(m)) {}            // NOLINT: implicit by design
+  Conversation(std::initializer_list<ChatMessage> m) : messages(m) {}             // NOLINT
+  static Conversation from_json(std::string messages_json) {
+    Conversation c{std::vector<ChatMessage>{}};
+    c.messages_json = std::move(messages_json);
+    return c;
+  }
+  std::vector<ChatMessage> messages;
+  std::string messages_json;  // used when not empty
+};
+
+// A function the model may call (OpenAI's tools[i].function).
+struct ChatTool {
+  std::string name;
+  std::string description;
+  std::string parameters = R"({"type": "object", "properties": {}})";  // JSON Schema, as text
+};
+
+struct ChatOptions {
+  std::vector<ChatTool> tools;
+  std::string tools_json;            // or OpenAI's "tools" array as JSON text (not both)
+  std::string response_format_json;  // optional OpenAI response_format object, rendered into the prompt
+  // Thinking mode: the prompt opens <think>, and the output's reasoning is parsed out of it.
+  bool thinking = false;
+  // V4: "max" adds DeepSeek's maximum-effort preamble (low/medium/high/xhigh add nothing); V4.1:
+  // low/high/xhigh/max or an integer 1-100 as text ("high" when unset). Rendered in thinking mode.
+  std::optional<std::string> reasoning_effort;
+  bool add_generation_prompt = true;
+  bool drop_thinking = true;  // drop the reasoning of turns before the last user message
+  // Prompt format: "v3", "v3.1", "v3.2", "v4" or "v4.1"; empty = the model folder's (LLM::chat).
+  std::string chat_format;
+};
+
+// An assistant message parsed from generated text (CompletionOutput::message), or what one step
+// added to it (StreamEvent::delta; tool calls appear there once complete).
+struct AssistantMessage {
+  std::string reasoning_content;
+  std::string content;
+  std::vector<ChatToolCall> tool_calls;
+  std::string error;  // set when tool-call text could not be parsed (that text is then content)
+};
+
 struct CompletionOutput {
   size_t index = 0;  // completion index within the request, 0 .. n-1
   std::string text;
@@ -149,6 +216,8 @@ struct CompletionOutput {
   std::vector<float> logits;                  // return_logits: vocab_size floats per token
   std::vector<TokenLogprob> logprobs;         // SamplingParams::logprobs: one per token of token_ids
   std::optional<double> cumulative_logprob;   // with logprobs: their sum
+  // chat(): the output parsed into reasoning, content and tool calls (complete once finished).
+  std::optional<AssistantMessage> message;
 };
 
 struct RequestOutput {
@@ -176,8 +245,37 @@ struct StreamEvent {
   std::string finish_reason;            // when finished
   bool request_finished = false;        // every completion of the request is finished
   int64_t num_cached_tokens = 0;        // when request_finished: RequestOutput::num_cached_tokens
+  // chat(): what this step added to the parsed message (reasoning, content, completed tool calls).
+  std::optional<AssistantMessage> delta;
 };
 using StreamCallback = std::function<void(const StreamEvent&)>;
+
+class GenerationRun;  // internal
+
+// Iterator-style streaming (LLM::generate_stream / chat_stream): each next() runs engine steps on
+// the calling thread until an event is ready. Borrows the LLM, which must outlive it and serves
+// nothing else while it is open; destroying it early aborts the unfinished requests.
+//
+//   auto stream = llm.generate_stream({"In the beginning"}, params);
+//   while (auto event = stream.next()) std::cout << event->text << std::flush;
+//   const auto& results = stream.outputs();  // what generate() would have returned
+class GenerationStream {
+ public:
+  explicit GenerationStream(std::unique_ptr<GenerationRun> run);
+  GenerationStream(GenerationStream&&) noexcept;
+  GenerationStream& operator=(GenerationStream&&) noexcept;
+  ~GenerationStream();
+
+  std::optional<StreamEvent> next();  // empty once every request finished
+  bool finished() const;              // next() has nothing more to give
+  // RequestOutputs in input order, filled as events arrive (complete once finished()).
+  const std::vector<RequestOutput>& outputs() const;
+
+ private:
+  std::unique_ptr<GenerationRun> run_;
+  std::vector<StreamEvent> pending_;
+  size_t next_ = 0;  // first event of pending_ not yet returned
+};
 
 struct EngineStats {
   int64_t steps = 0;             // forward passes
@@ -220,6 +318,37 @@ class LLM {
                                       const StreamCallback& on_event = {}) {
     return generate(std::vector<Prompt>(std::begin(prompts), std::end(prompts)), params, on_event);
   }
+
+  // The same requests, streamed (see GenerationStream).
+  GenerationStream generate_stream(const std::vector<Prompt>& prompts, const SamplingParams& params = {});
+  GenerationStream generate_stream(const std::vector<Prompt>& prompts, const std::vector<SamplingParams>& params);
+
+  // Chat completion (vLLM's LLM.chat): each conversation is rendered into the exact prompt the
+  // model was trained on, generated from like generate() (every SamplingParams field applies;
+  // RequestOutput::prompt is the rendered prompt), and the output is parsed into
+  // CompletionOutput::message. The format is ChatOptions::chat_format, else the folder's
+  // config.json model_type: deepseek_v3 -> v3 (the Jinja chat_template of tokenizer_config.json),
+  // or v3.1 when that template handles </think>; deepseek_v32 -> v3.2; deepseek_v4 -> v4;
+  // deepseek_v41 -> v4.1. Message text is tokenized as text: a message that spells a special
+  // token ("<｜end▁of▁sentence｜>") never becomes that token. The parser reads the generated tokens
+  // with special tokens kept (</think> may be one), whatever skip_special_tokens does to `text`.
+  // Needs the folder's tokenizer.
+  std::vector<RequestOutput> chat(const Conversation& conversation, const SamplingParams& params = {},
+                                  const ChatOptions& options = {}, const StreamCallback& on_event = {});
+  // Many conversations at once (batched like generate()); `params` as for generate().
+  std::vector<RequestOutput> chat(const std::vector<Conversation>& conversations, const SamplingParams& params = {},
+                                  const ChatOptions& options = {}, const StreamCallback& on_event = {});
+  std::vector<RequestOutput> chat(const std::vector<Conversation>& conversations,
+                                  const std::vector<SamplingParams>& params, const ChatOptions& options = {},
+                                  const StreamCallback& on_event = {});
+  GenerationStream chat_stream(const std::vector<Conversation>& conversations, const SamplingParams& params = {},
+                               const ChatOptions& options = {});
+  GenerationStream chat_stream(const std::vector<Conversation>& conversations,
+                               const std::vector<SamplingParams>& params, const ChatOptions& options = {});
+  // The prompt chat() would generate from, and its ids (message text tokenized as text).
+  std::string render_chat(const Conversation& conversation, const ChatOptions& options = {});
+  std::vector<int32_t> chat_prompt_ids(const Conversation& conversation, const ChatOptions& options = {});
+  std::string chat_format(const ChatOptions& options = {});  // the format chat() uses: "v4", ...
 
   // Text <-> ids with the model's tokenizer (throws when the folder has none).
   bool has_tokenizer() const;

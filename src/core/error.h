@@ -5,12 +5,29 @@
 
 #include <stdexcept>
 #include <string>
+#include <string_view>
 
 namespace deepinfer {
 
+// At most `max` bytes of `text` for an error message: longer input (a hostile 2 GB string, a huge
+// JSON value) keeps its start and says how much was left out.
+inline std::string elide(std::string_view text, size_t max = 80) {
+  if (text.size() <= max) return std::string(text);
+  return fmt::format("{}... ({} more bytes)", text.substr(0, max), text.size() - max);
+}
+
 class Error : public std::runtime_error {
  public:
-  explicit Error(const std::string& message) : std::runtime_error(message) {}
+  // Messages are capped at 8 KB (the middle is elided), so no error can echo a whole input.
+  explicit Error(const std::string& message) : std::runtime_error(cap(message)) {}
+
+ private:
+  static std::string cap(const std::string& m) {
+    constexpr size_t kMax = 8192;
+    if (m.size() <= kMax) return m;
+    return fmt::format("{} ... ({} bytes elided) ... {}", m.substr(0, kMax - 1024), m.size() - kMax + 512,
+                       m.substr(m.size() - 512));
+  }
 };
 
 template <typename... Args>

@@ -3,6 +3,8 @@
 // trained on. V3 renders the model's own Jinja chat_template (our Jinja subset, see jinja/);
 // V3.1, V3.2, V4 and V4.1 follow DeepSeek's reference encoders (the chat template of V3.1,
 // encoding_dsv32.py, encoding_dsv4.py and the V4.1 encoder shipped by SGLang), branch for branch.
+// One deliberate difference: a null content (a tool result, a text part) renders as empty, where
+// the references print Python's "None".
 #include <filesystem>
 #include <optional>
 #include <string>

@@ -209,6 +209,9 @@ RenderedPrompt ChatEncoder::render(const ChatRequest& original) const {
     std::string role = message.value("role", "");
     DEEPINFER_CHECK(roles.count(role), "messages[{}]: role '{}' is not part of format {}", i, role,
                     chat_format_name(format_));
+    // A null content renders as empty (the reference encoders print Python's "None" for a null
+    // tool result). Assistant turns keep null: the V3 templates test for it (tool calls only).
+    if (role != "assistant" && message.contains("content") && message["content"].is_null()) message["content"] = "";
     // Only V4.1 understands structured content (images); the others get the text parts.
     if (format_ != ChatFormat::kV4_1 && message.contains("content") && message["content"].is_array())
       message["content"] = flatten_text_parts(message["content"], format_);

@@ -28,6 +28,9 @@ string role_of(const Json& message) { return python_str(field(message, "role"));
 // `x or ""` followed by str.format: falsy values print as nothing.
 string text_or_empty(const Json& value) { return python_truthy(value) ? python_str(value) : ""; }
 
+// Text of a content part: null renders as empty, never as Python's "None".
+string part_text(const Json& value) { return value.is_null() ? "" : python_str(value); }
+
 // The DSML spelling of each version.
 struct DsmlNames {
   string block;      // "function_calls" | "tool_calls" | " calls"
@@ -298,7 +301,7 @@ string reasoning_effort_v41(int index, bool thinking, const Json& effort_field) 
 }
 
 string render_tool_result_content(const Json& content) {
-  if (!content.is_array()) return python_str(content);
+  if (!content.is_array()) return part_text(content);
   string out;
   bool first = true;
   for (const auto& part : content) {
@@ -306,7 +309,7 @@ string render_tool_result_content(const Json& content) {
     first = false;
     string type = python_str(field(part, "type"));
     if (type == "text")
-      out += part.contains("text") ? python_str(part["text"]) : "";
+      out += part.contains("text") ? part_text(part["text"]) : "";
     else
       out += "[Unsupported " + type + "]";
   }
@@ -323,7 +326,7 @@ string render_user_v4(const Json& msg) {
     first = false;
     string type = python_str(field(block, "type"));
     if (type == "text") {
-      out += block.contains("text") ? python_str(block["text"]) : "";
+      out += block.contains("text") ? part_text(block["text"]) : "";
     } else if (type == "tool_result") {
       out += "<tool_result>" + (block.contains("content") ? render_tool_result_content(block["content"]) : "") +
              "</tool_result>";
@@ -564,7 +567,7 @@ Json process_image_messages(const Json& messages, std::vector<string>& images) {
           if (!block.is_object() || python_str(field(block, "type")) != "text") continue;
           if (!first) joined += "\n\n";
           first = false;
-          joined += block.contains("text") ? python_str(block["text"]) : "";
+          joined += block.contains("text") ? part_text(block["text"]) : "";
         }
         msg["content"] = joined;
       }

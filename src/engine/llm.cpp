@@ -6,7 +6,9 @@
 #include <unordered_map>
 
 #include "core/error.h"
+#include "engine/generation_run.h"
 #include "engine/llm_engine.h"
+#include "engine/llm_impl.h"
 #include "engine/public_params.h"
 #include "model/model.h"
 #include "tokenizer/tokenizer.h"
@@ -20,11 +22,26 @@ bool env_batch_invariant() {
   return v && std::string_view(v) == "1";
 }
 
-TokenLogprob to_public(const sampling::TokenLogprob& t) {
-  TokenLogprob out{t.token_id, t.logprob, t.rank, {}};
-  out.top.reserve(t.top.size());
-  for (const auto& l : t.top) out.top.push_back({l.token_id, l.logprob});
-  return out;
+// Queues every prompt (each checked before the first step runs; a bad one names its index).
+void add_prompts(const Tokenizer* tokenizer, GenerationRun& run, const std::vector<Prompt>& prompts,
+                 const std::vector<SamplingParams>& params) {
+  DEEPINFER_CHECK(params.size() == 1 || params.size() == prompts.size(),
+                  "give one SamplingParams for all prompts or one per prompt: {} prompts, {} SamplingParams",
+                  prompts.size(), params.size());
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    try {
+      const Prompt& prompt = prompts[i];
+      std::vector<int32_t> ids = prompt.token_ids;
+      if (prompt.text) {
+        DEEPINFER_CHECK(!prompt.text->empty(), "the prompt text is empty");
+        DEEPINFER_CHECK(tokenizer != nullptr, "the model folder has no tokenizer.json: give prompts as token ids");
+        ids = tokenizer->encode_with_bos(*prompt.text);
+      }
+      run.add(std::move(ids), prompt.text, params.size() == 1 ? params[0] : params[i]);
+    } catch (const std::exception& e) {
+      fail("prompt {}: {}", i, e.what());
+    }
+  }
 }
 
 }  // namespace
@@ -58,24 +75,13 @@ engine::RequestParams to_request_params(const SamplingParams& p) {
   return r;
 }
 
-struct LLM::Impl {
-  bool batch_invariant = false;
-  std::unique_ptr<model::CausalLM> model;
-  std::optional<Tokenizer> tokenizer;
-  std::unique_ptr<engine::LLMEngine> engine;
-
-  const Tokenizer& need_tokenizer() const {
-    DEEPINFER_CHECK(tokenizer.has_value(), "the model folder has no tokenizer.json: give prompts as token ids");
-    return *tokenizer;
-  }
-};
-
 LLM::LLM(const std::filesystem::path& model_dir, EngineConfig config) : impl_(std::make_unique<Impl>()) {
   DEEPINFER_CHECK(config.threads >= 0, "threads must be >= 0 (0 = all cores), got {}", config.threads);
   // Read when the CPU thread pool starts, i.e. by the first model loaded in the process.
   if (config.threads > 0) setenv("DEEPINFER_THREADS", std::to_string(config.threads).c_str(), 1);
   DEEPINFER_CHECK(std::filesystem::is_directory(model_dir), "model folder '{}' does not exist or is not a directory",
                   model_dir.string());
+  impl_->model_dir = model_dir;
   impl_->batch_invariant = config.batch_invariant.value_or(env_batch_invariant());
   model::LoadOptions load = model::load_options_from_env();
   load.batch_invariant = impl_->batch_invariant;
@@ -108,104 +114,21 @@ std::vector<RequestOutput> LLM::generate(const std::vector<Prompt>& prompts, con
 
 std::vector<RequestOutput> LLM::generate(const std::vector<Prompt>& prompts, const std::vector<SamplingParams>& params,
                                          const StreamCallback& on_event) {
-  DEEPINFER_CHECK(params.size() == 1 || params.size() == prompts.size(),
-                  "give one SamplingParams for all prompts or one per prompt: {} prompts, {} SamplingParams",
-                  prompts.size(), params.size());
-  engine::LLMEngine& eng = *impl_->engine;
-  std::vector<RequestOutput> outputs(prompts.size());
-  std::unordered_map<uint64_t, size_t> index_of;
-  auto abort_all = [&] {
-    for (const auto& [id, index] : index_of) eng.abort(id);
-  };
+  const Tokenizer* tokenizer = impl_->tokenizer ? &*impl_->tokenizer : nullptr;
+  GenerationRun run(*impl_->engine, tokenizer, impl_->busy);
+  add_prompts(tokenizer, run, prompts, params);
+  return run.run(on_event);
+}
 
-  // Every request is checked (and queued) before the first step runs.
-  for (size_t i = 0; i < prompts.size(); ++i) {
-    try {
-      const Prompt& prompt = prompts[i];
-      RequestOutput& out = outputs[i];
-      out.index = i;
-      out.finished = false;
-      out.prompt = prompt.text;
-      if (prompt.text) {
-        DEEPINFER_CHECK(!prompt.text->empty(), "the prompt text is empty");
-        out.prompt_token_ids = impl_->need_tokenizer().encode_with_bos(*prompt.text);
-      } else {
-        out.prompt_token_ids = prompt.token_ids;
-      }
-      const SamplingParams& p = params.size() == 1 ? params[0] : params[i];
-      const uint64_t id = eng.add_request(out.prompt_token_ids, to_request_params(p));
-      index_of.emplace(id, i);
-      out.outputs.resize(static_cast<size_t>(p.n));
-      for (size_t k = 0; k < out.outputs.size(); ++k) {
-        out.outputs[k].index = k;
-        if (p.logprobs) out.outputs[k].cumulative_logprob = 0.0;
-      }
-    } catch (const std::exception& e) {
-      abort_all();
-      fail("prompt {}: {}", i, e.what());
-    }
-  }
+GenerationStream LLM::generate_stream(const std::vector<Prompt>& prompts, const SamplingParams& params) {
+  return generate_stream(prompts, std::vector<SamplingParams>{params});
+}
 
-  try {
-    // Completions still running per request.
-    std::vector<size_t> open(outputs.size());
-    for (const auto& out : outputs) open[out.index] = out.outputs.size();
-    size_t unfinished = index_of.size();
-    while (unfinished > 0) {
-      for (engine::RequestDelta& d : eng.step()) {
-        const auto it = index_of.find(d.id);
-        if (it == index_of.end()) continue;  // not ours (cannot happen: one generate() at a time)
-        RequestOutput& out = outputs[it->second];
-        CompletionOutput& c = out.outputs.at(d.index);
-        c.seed = d.seed;
-        c.token_ids.insert(c.token_ids.end(), d.new_token_ids.begin(), d.new_token_ids.end());
-        c.text += d.text;
-        c.logits.insert(c.logits.end(), d.logits.begin(), d.logits.end());
-        std::vector<TokenLogprob> logprobs;
-        for (const auto& l : d.logprobs) {
-          logprobs.push_back(to_public(l));
-          *c.cumulative_logprob += l.logprob;
-        }
-        c.logprobs.insert(c.logprobs.end(), logprobs.begin(), logprobs.end());
-        std::vector<std::optional<TokenLogprob>> prompt_logprobs;
-        for (const auto& l : d.prompt_logprobs)
-          prompt_logprobs.push_back(l ? std::optional<TokenLogprob>(to_public(*l)) : std::nullopt);
-        if (!prompt_logprobs.empty()) out.prompt_logprobs = prompt_logprobs;
-        bool request_done = false;
-        if (d.finished) {
-          out.num_cached_tokens = std::max(out.num_cached_tokens, d.num_cached_tokens);
-          c.finish_reason = engine::to_string(d.finish_reason);
-          c.stop_string = d.stop_string;
-          c.stop_token_id = d.stop_token;
-          if (--open[out.index] == 0) {  // the request's metrics are those of its last completion
-            out.metrics.time_to_first_token = d.time_to_first_token;
-            out.metrics.total_time = d.total_time;
-            out.finished = request_done = true;
-            index_of.erase(it);
-            --unfinished;
-          }
-        }
-        if (on_event) {
-          StreamEvent event;
-          event.index = out.index;
-          event.output_index = d.index;
-          event.new_token_ids = std::move(d.new_token_ids);
-          event.text = std::move(d.text);
-          event.logprobs = std::move(logprobs);
-          event.prompt_logprobs = std::move(prompt_logprobs);
-          event.finished = d.finished;
-          if (d.finished) event.finish_reason = c.finish_reason;
-          event.request_finished = request_done;
-          if (request_done) event.num_cached_tokens = out.num_cached_tokens;
-          on_event(event);
-        }
-      }
-    }
-  } catch (...) {
-    abort_all();
-    throw;
-  }
-  return outputs;
+GenerationStream LLM::generate_stream(const std::vector<Prompt>& prompts, const std::vector<SamplingParams>& params) {
+  const Tokenizer* tokenizer = impl_->tokenizer ? &*impl_->tokenizer : nullptr;
+  auto run = std::make_unique<GenerationRun>(*impl_->engine, tokenizer, impl_->busy);
+  add_prompts(tokenizer, *run, prompts, params);
+  return GenerationStream(std::move(run));
 }
 
 bool LLM::has_tokenizer() const { return impl_->tokenizer.has_value(); }

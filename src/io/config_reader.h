@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/json_excerpt.h"
 
 namespace deepinfer::io {
 
@@ -55,19 +56,19 @@ class ConfigReader {
   double number(const char* key, double fallback) const {
     if (!has(key)) return fallback;
     const json& v = obj_[key];
-    if (!v.is_number()) fail("{}: '{}' must be a number, found {}", source_, where(key), v.dump());
+    if (!v.is_number()) fail("{}: '{}' must be a number, found {}", source_, where(key), json_excerpt(v));
     return v.get<double>();
   }
   bool boolean(const char* key, bool fallback) const {
     if (!has(key)) return fallback;
     const json& v = obj_[key];
-    if (!v.is_boolean()) fail("{}: '{}' must be true or false, found {}", source_, where(key), v.dump());
+    if (!v.is_boolean()) fail("{}: '{}' must be true or false, found {}", source_, where(key), json_excerpt(v));
     return v.get<bool>();
   }
   std::string string(const char* key, const std::string& fallback) const {
     if (!has(key)) return fallback;
     const json& v = obj_[key];
-    if (!v.is_string()) fail("{}: '{}' must be a string, found {}", source_, where(key), v.dump());
+    if (!v.is_string()) fail("{}: '{}' must be a string, found {}", source_, where(key), json_excerpt(v));
     return v.get<std::string>();
   }
 
@@ -89,7 +90,7 @@ class ConfigReader {
     std::vector<int64_t> out;
     if (!has(key)) return out;
     const json& v = obj_[key];
-    if (!v.is_array()) fail("{}: '{}' must be a list of integers, found {}", source_, where(key), v.dump());
+    if (!v.is_array()) fail("{}: '{}' must be a list of integers, found {}", source_, where(key), json_excerpt(v));
     for (size_t i = 0; i < v.size(); ++i) out.push_back(as_integer(v[i], where(key) + "[" + std::to_string(i) + "]"));
     return out;
   }
@@ -101,7 +102,7 @@ class ConfigReader {
       const double d = v.get<double>();
       if (std::isfinite(d) && d == std::floor(d) && std::fabs(d) < 9.0e15) return static_cast<int64_t>(d);
     }
-    fail("{}: '{}' must be an integer, found {}", source_, name, v.dump());
+    fail("{}: '{}' must be an integer, found {}", source_, name, json_excerpt(v));
   }
 
  private:

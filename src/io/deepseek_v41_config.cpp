@@ -2,6 +2,7 @@
 // the reference ModelArgs it maps to; the checks are the reference's structural assumptions (who
 // publishes the shared KV, index keys, top-k and candidates that later layers read).
 #include "io/deepseek_v41_config.h"
+#include "core/json_excerpt.h"
 
 #include <algorithm>
 #include <fstream>
@@ -35,7 +36,7 @@ const json& object_at(const json& root, const char* key, const std::string& sour
     if (required) fail("{}: missing required object '{}'", source, key);
     return empty;
   }
-  if (!root[key].is_object()) fail("{}: '{}' must be an object, found {}", source, key, root[key].dump());
+  if (!root[key].is_object()) fail("{}: '{}' must be an object, found {}", source, key, json_excerpt(root[key]));
   return root[key];
 }
 
@@ -59,7 +60,7 @@ void parse_quantization(const json& root, const std::string& source, V41Quantiza
   if (obj.empty()) return;
   const ConfigReader r(obj, source, "quantization_config.");
   const std::string method = r.string("quant_method", "");
-  if (method != "fp8") fail("{}: quantization_config.quant_method '{}' is not supported (supported: fp8)", source, method);
+  if (method != "fp8") fail("{}: quantization_config.quant_method '{}' is not supported (supported: fp8)", source, elide(method));
   q.fp8 = true;
   const std::vector<int64_t> block = r.integer_list("weight_block_size", /*required=*/true);
   if (block.size() != 2) fail("{}: quantization_config.weight_block_size must have 2 entries, found {}", source, block.size());
@@ -69,7 +70,7 @@ void parse_quantization(const json& root, const std::string& source, V41Quantiza
   q.activation_scheme = r.string("activation_scheme", "dynamic");
   const std::string experts = r.string("expert_dtype", "");
   if (!experts.empty() && experts != "fp4") {
-    fail("{}: quantization_config.expert_dtype '{}' is not supported (supported: fp4, or absent)", source, experts);
+    fail("{}: quantization_config.expert_dtype '{}' is not supported (supported: fp4, or absent)", source, elide(experts));
   }
   q.fp4_experts = experts == "fp4";
 }
@@ -81,7 +82,7 @@ void parse_rope_scaling(const json& text, const ConfigReader& r, DeepseekV41Conf
   if (rs.empty()) return;  // no YaRN (the reference's original_seq_len 0)
   const ConfigReader s(rs, r.source(), "text_config.rope_scaling.");
   const std::string type = s.string("rope_type", s.string("type", "yarn"));
-  if (type != "yarn") fail("{}: text_config.rope_scaling rope_type '{}' is not supported (supported: yarn)", r.source(), type);
+  if (type != "yarn") fail("{}: text_config.rope_scaling rope_type '{}' is not supported (supported: yarn)", r.source(), elide(type));
   c.rope_factor = s.required_number("factor");
   c.original_max_position_embeddings = s.required_integer("original_max_position_embeddings");
   if (c.original_max_position_embeddings <= 0) {
@@ -173,7 +174,7 @@ void check_shapes(const DeepseekV41Config& c, const std::string& source) {
     fail("{}: text_config.num_experts_per_tok {} exceeds n_routed_experts {}", source, c.num_experts_per_tok, c.n_routed_experts);
   }
   if (c.scoring_func != "sqrtsoftplus" && c.scoring_func != "softmax" && c.scoring_func != "sigmoid") {
-    fail("{}: text_config.scoring_func '{}' is not supported (supported: sqrtsoftplus, softmax, sigmoid)", source, c.scoring_func);
+    fail("{}: text_config.scoring_func '{}' is not supported (supported: sqrtsoftplus, softmax, sigmoid)", source, elide(c.scoring_func));
   }
   if (c.qk_rope_head_dim % 2 != 0 || c.qk_rope_head_dim > c.head_dim || c.qk_rope_head_dim > c.index_head_dim) {
     fail("{}: text_config.qk_rope_head_dim {} must be even and at most head_dim {} and index_head_dim {}", source,
@@ -425,7 +426,7 @@ DeepseekV41Config parse_deepseek_v41_config(const std::string& json_text, const 
   const ConfigReader top(root, source);
   DeepseekV41Config c;
   c.model_type = top.string("model_type", "");
-  if (c.model_type != "deepseek_v41") fail("{}: model_type is '{}', expected 'deepseek_v41'", source, c.model_type);
+  if (c.model_type != "deepseek_v41") fail("{}: model_type is '{}', expected 'deepseek_v41'", source, elide(c.model_type));
   parse_top_level(root, top, c);
   parse_quantization(root, source, c.quantization);
 
@@ -467,7 +468,7 @@ DeepseekV41Config parse_deepseek_v41_config(const std::string& json_text, const 
   c.hc_sinkhorn_iters = r.required_integer("hc_sinkhorn_iters");
   c.hc_eps = r.required_number("hc_eps");
   if (const std::string act = r.string("hidden_act", "silu"); act != "silu") {
-    fail("{}: text_config.hidden_act '{}' is not supported (supported: silu)", source, act);
+    fail("{}: text_config.hidden_act '{}' is not supported (supported: silu)", source, elide(act));
   }
   if (r.boolean("tie_word_embeddings", false)) {
     fail("{}: text_config.tie_word_embeddings must be false (DeepSeek-V4.1 ships its own head.weight)", source);

@@ -1,6 +1,7 @@
 // config.json -> ModelConfig, following transformers' DeepseekV4Config (defaults, legacy keys and
 // RoPE standardisation) so a checkpoint reads the same here as it does in the reference.
 #include "io/model_config.h"
+#include "core/json_excerpt.h"
 
 #include <cmath>
 #include <fstream>
@@ -24,10 +25,10 @@ using Reader = ConfigReader;  // typed reads (io/config_reader.h)
 
 std::vector<std::string> string_list(const Reader& r, const char* key, const std::string& source) {
   const json& v = r.at(key);
-  if (!v.is_array()) fail("{}: '{}' must be a list of strings, found {}", source, key, v.dump());
+  if (!v.is_array()) fail("{}: '{}' must be a list of strings, found {}", source, key, json_excerpt(v));
   std::vector<std::string> out;
   for (const json& e : v) {
-    if (!e.is_string()) fail("{}: '{}' entries must be strings, found {}", source, key, e.dump());
+    if (!e.is_string()) fail("{}: '{}' entries must be strings, found {}", source, key, json_excerpt(e));
     out.push_back(e.get<std::string>());
   }
   return out;
@@ -37,13 +38,13 @@ AttentionKind attention_kind(const std::string& name, const std::string& source,
   if (name == kSliding) return AttentionKind::Sliding;
   if (name == kCSA) return AttentionKind::CSA;
   if (name == kHCA) return AttentionKind::HCA;
-  fail("{}: layer_types[{}] is '{}' (expected one of {}, {}, {})", source, layer, name, kSliding, kCSA, kHCA);
+  fail("{}: layer_types[{}] is '{}' (expected one of {}, {}, {})", source, layer, elide(name), kSliding, kCSA, kHCA);
 }
 
 MlpKind mlp_kind(const std::string& name, const std::string& source, size_t layer) {
   if (name == "hash_moe") return MlpKind::HashMoE;
   if (name == "moe") return MlpKind::MoE;
-  fail("{}: mlp_layer_types[{}] is '{}' (expected hash_moe or moe)", source, layer, name);
+  fail("{}: mlp_layer_types[{}] is '{}' (expected hash_moe or moe)", source, layer, elide(name));
 }
 
 // YaRN's default attention factor (0.1 * mscale * ln(factor) + 1, or 1 for factor <= 1).
@@ -60,12 +61,12 @@ struct RopeDefaults {
 // attention_factor to 1.0 (its reference does not scale cos/sin by YaRN's mscale).
 RopeParams parse_rope(const json& obj, const std::string& label, const RopeDefaults& defaults, const std::string& source,
                       bool force_unit_attention_factor = false) {
-  if (!obj.is_object()) fail("{}: '{}' must be an object, found {}", source, label, obj.dump());
+  if (!obj.is_object()) fail("{}: '{}' must be an object, found {}", source, label, json_excerpt(obj));
   const Reader r(obj, source, label + ".");
   RopeParams p;
   p.type = r.string("rope_type", r.string("type", "default"));
   if (p.type != "default" && p.type != "yarn") {
-    fail("{}: '{}' rope type '{}' is not supported (supported: default, yarn)", source, label, p.type);
+    fail("{}: '{}' rope type '{}' is not supported (supported: default, yarn)", source, label, elide(p.type));
   }
   p.theta = r.number("rope_theta", defaults.theta);
   if (p.type == "yarn") {
@@ -112,7 +113,7 @@ void check_rope_width(const json& obj, const std::string& label, int64_t head_di
                       const std::string& source) {
   if (!obj.contains("partial_rotary_factor") || obj["partial_rotary_factor"].is_null()) return;
   const json& v = obj["partial_rotary_factor"];
-  if (!v.is_number()) fail("{}: '{}.partial_rotary_factor' must be a number, found {}", source, label, v.dump());
+  if (!v.is_number()) fail("{}: '{}.partial_rotary_factor' must be a number, found {}", source, label, json_excerpt(v));
   const auto dims = rotary_dims(head_dim, v.get<double>(), label + ".partial_rotary_factor", source);
   if (dims != rope_dim) {
     fail("{}: '{}.partial_rotary_factor' {} gives {} rotary dims but the model uses {} (qk_rope_head_dim); "
@@ -133,7 +134,7 @@ void parse_rope_section(const json& root, const Reader& r, ModelConfig& c, const
   } else if (r.has("rope_parameters")) {
     rp = root["rope_parameters"];
   }
-  if (!rp.is_object()) fail("{}: '{}' must be an object, found {}", source, rp_key, rp.dump());
+  if (!rp.is_object()) fail("{}: '{}' must be an object, found {}", source, rp_key, json_excerpt(rp));
 
   if (rp.contains("main") && rp["main"].is_object() && rp.contains("compress") && rp["compress"].is_object()) {
     // Nested form: each sub-dict stands alone; a missing rope_theta falls back to the top-level
@@ -168,7 +169,7 @@ void parse_layer_schedules(const json& root, const Reader& r, ModelConfig& c, co
   // compress_rates dict, then the legacy scalar overrides.
   if (r.has("compress_rates")) {
     const json& rates = root["compress_rates"];
-    if (!rates.is_object()) fail("{}: 'compress_rates' must be an object, found {}", source, rates.dump());
+    if (!rates.is_object()) fail("{}: 'compress_rates' must be an object, found {}", source, json_excerpt(rates));
     const Reader rr(rates, source, "compress_rates.");
     c.compress_rate_csa = rr.integer(kCSA, 4);
     c.compress_rate_hca = rr.integer(kHCA, 128);
@@ -183,7 +184,7 @@ void parse_layer_schedules(const json& root, const Reader& r, ModelConfig& c, co
     for (size_t i = 0; i < names.size(); ++i) c.layer_types.push_back(attention_kind(names[i], source, i));
   } else if (r.has("compress_ratios")) {
     const json& ratios = root["compress_ratios"];
-    if (!ratios.is_array()) fail("{}: 'compress_ratios' must be a list of integers, found {}", source, ratios.dump());
+    if (!ratios.is_array()) fail("{}: 'compress_ratios' must be a list of integers, found {}", source, json_excerpt(ratios));
     for (size_t i = 0; i < ratios.size(); ++i) {
       const int64_t ratio = r.as_integer(ratios[i], "compress_ratios[" + std::to_string(i) + "]");
       if (ratio == 0) c.layer_types.push_back(AttentionKind::Sliding);
@@ -232,12 +233,12 @@ void parse_token_ids(const json& root, const Reader& r, ModelConfig& c, const st
 void parse_quantization(const json& root, ModelConfig& c, const std::string& source) {
   if (!root.contains("quantization_config") || root["quantization_config"].is_null()) return;
   const json& q = root["quantization_config"];
-  if (!q.is_object()) fail("{}: 'quantization_config' must be an object, found {}", source, q.dump());
+  if (!q.is_object()) fail("{}: 'quantization_config' must be an object, found {}", source, json_excerpt(q));
   const Reader r(q, source, "quantization_config.");
   c.quant_method = r.string("quant_method", "");
   if (r.has("weight_block_size")) {
     const json& b = q["weight_block_size"];
-    if (!b.is_array()) fail("{}: 'quantization_config.weight_block_size' must be a list, found {}", source, b.dump());
+    if (!b.is_array()) fail("{}: 'quantization_config.weight_block_size' must be a list, found {}", source, json_excerpt(b));
     for (size_t i = 0; i < b.size(); ++i) {
       c.weight_block_size.push_back(r.as_integer(b[i], "quantization_config.weight_block_size[" + std::to_string(i) + "]"));
     }
@@ -294,9 +295,9 @@ void check_config(const ModelConfig& c, const std::string& source) {
     fail("{}: num_experts_per_tok {} exceeds n_routed_experts {}", source, c.num_experts_per_tok, c.n_routed_experts);
   }
   if (c.scoring_func != "sqrtsoftplus" && c.scoring_func != "softmax" && c.scoring_func != "sigmoid") {
-    fail("{}: scoring_func '{}' is not supported (supported: sqrtsoftplus, softmax, sigmoid)", source, c.scoring_func);
+    fail("{}: scoring_func '{}' is not supported (supported: sqrtsoftplus, softmax, sigmoid)", source, elide(c.scoring_func));
   }
-  if (c.hidden_act != "silu") fail("{}: hidden_act '{}' is not supported (supported: silu)", source, c.hidden_act);
+  if (c.hidden_act != "silu") fail("{}: hidden_act '{}' is not supported (supported: silu)", source, elide(c.hidden_act));
   auto positive_real = [&](const char* name, double v) {
     if (!(v > 0.0) || !std::isfinite(v)) fail("{}: {} must be a positive number, found {}", source, name, v);
   };
@@ -369,7 +370,7 @@ ModelConfig parse_model_config(const std::string& json_text, const std::string& 
   if (c.model_type == "deepseek_v41") {
     fail("{}: model_type 'deepseek_v41' is a DeepSeek-V4.1 config (read it with parse_deepseek_v41_config)", source);
   }
-  if (c.model_type != "deepseek_v4") fail("{}: model_type '{}' is not supported (supported: deepseek_v4)", source, c.model_type);
+  if (c.model_type != "deepseek_v4") fail("{}: model_type '{}' is not supported (supported: deepseek_v4)", source, elide(c.model_type));
 
   // Defaults are DeepseekV4Config's (the V4-Flash shapes).
   c.vocab_size = r.integer("vocab_size", 129280);

@@ -1,5 +1,6 @@
 // Safetensors reader: mmap, header validation, sharded checkpoints.
 #include "io/safetensors.h"
+#include "core/json_excerpt.h"
 
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -85,7 +86,7 @@ int64_t json_nonnegative_int(const json& v, const std::string& file, const std::
   if (v.is_number_integer()) {
     fail("{}: tensor '{}' {} must be non-negative, found {}", file, tensor, field, v.get<int64_t>());
   }
-  fail("{}: tensor '{}' {} must hold integers, found {}", file, tensor, field, v.dump());
+  fail("{}: tensor '{}' {} must hold integers, found {}", file, tensor, field, json_excerpt(v));
 }
 
 TensorView parse_tensor_entry(const std::string& name, const json& entry, const std::string& file,
@@ -98,19 +99,19 @@ TensorView parse_tensor_entry(const std::string& name, const json& entry, const 
   t.name = name;
   t.file = file;
   const json& dtype = entry["dtype"];
-  if (!dtype.is_string()) fail("{}: tensor '{}' dtype must be a string, found {}", file, name, dtype.dump());
+  if (!dtype.is_string()) fail("{}: tensor '{}' dtype must be a string, found {}", file, name, json_excerpt(dtype));
   if (!parse_dtype_name(dtype.get_ref<const std::string&>(), t.dtype)) {
     fail("{}: tensor '{}' has unsupported dtype '{}' (supported: F64, F32, F16, BF16, F8_E4M3, F8_E8M0, F4, I8, U8, "
          "I32, I64, BOOL)",
          file, name, dtype.get_ref<const std::string&>());
   }
   const json& shape = entry["shape"];
-  if (!shape.is_array()) fail("{}: tensor '{}' shape must be an array, found {}", file, name, shape.dump());
+  if (!shape.is_array()) fail("{}: tensor '{}' shape must be an array, found {}", file, name, json_excerpt(shape));
   for (const json& d : shape) t.shape.push_back(json_nonnegative_int(d, file, name, "shape"));
 
   const json& off = entry["data_offsets"];
   if (!off.is_array() || off.size() != 2) {
-    fail("{}: tensor '{}' data_offsets must be [begin, end], found {}", file, name, off.dump());
+    fail("{}: tensor '{}' data_offsets must be [begin, end], found {}", file, name, json_excerpt(off));
   }
   const auto begin = static_cast<uint64_t>(json_nonnegative_int(off[0], file, name, "data_offsets"));
   const auto end = static_cast<uint64_t>(json_nonnegative_int(off[1], file, name, "data_offsets"));
@@ -207,8 +208,21 @@ std::shared_ptr<SafeTensorsFile> SafeTensorsFile::open(const fs::path& path) {
   if (map == MAP_FAILED) fail("{}: mmap of {} bytes failed: {}", file, file_size, std::strerror(map_err));
   st->map_ = map;
   st->map_size_ = file_size;
-  const auto* bytes = static_cast<const std::byte*>(map);
+  st->parse(static_cast<const std::byte*>(map), file_size, file);
+  return st;
+}
 
+std::shared_ptr<SafeTensorsFile> SafeTensorsFile::from_bytes(std::string bytes, const std::string& name) {
+  std::shared_ptr<SafeTensorsFile> st(new SafeTensorsFile());
+  st->path_ = name;
+  st->owned_ = std::move(bytes);
+  if (st->owned_.size() < 8)
+    fail("{}: file is {} bytes, too short for a safetensors header (needs at least 8)", name, st->owned_.size());
+  st->parse(reinterpret_cast<const std::byte*>(st->owned_.data()), st->owned_.size(), name);
+  return st;
+}
+
+void SafeTensorsFile::parse(const std::byte* bytes, uint64_t file_size, const std::string& file) {
   uint64_t header_len = 0;
   for (int i = 7; i >= 0; --i) header_len = (header_len << 8) | static_cast<uint8_t>(bytes[i]);  // little-endian
   if (header_len > kMaxHeaderBytes) {
@@ -228,8 +242,8 @@ std::shared_ptr<SafeTensorsFile> SafeTensorsFile::open(const fs::path& path) {
     if (name == "__metadata__") {
       if (!entry.is_object()) fail("{}: __metadata__ must be an object of strings, found {}", file, entry.type_name());
       for (const auto& [key, value] : entry.items()) {
-        if (!value.is_string()) fail("{}: __metadata__ value for '{}' must be a string, found {}", file, key, value.dump());
-        st->metadata_[key] = value.get<std::string>();
+        if (!value.is_string()) fail("{}: __metadata__ value for '{}' must be a string, found {}", file, key, json_excerpt(value));
+        metadata_[key] = value.get<std::string>();
       }
       continue;
     }
@@ -237,7 +251,7 @@ std::shared_ptr<SafeTensorsFile> SafeTensorsFile::open(const fs::path& path) {
     TensorView t = parse_tensor_entry(name, entry, file, data_size, offsets);
     t.data = data + offsets.first;
     ranges.push_back({offsets, name});
-    st->tensors_.emplace(name, std::move(t));
+    tensors_.emplace(name, std::move(t));
   }
   // Overlapping byte ranges would let two tensors alias each other's data.
   std::sort(ranges.begin(), ranges.end());
@@ -249,7 +263,6 @@ std::shared_ptr<SafeTensorsFile> SafeTensorsFile::open(const fs::path& path) {
            off.first, off.second);
     }
   }
-  return st;
 }
 
 SafeTensorsFile::~SafeTensorsFile() {
@@ -309,7 +322,7 @@ Checkpoint Checkpoint::open(const fs::path& dir) {
   // Open each shard once, in name order, and check the index against what each shard really holds.
   std::map<std::string, std::shared_ptr<SafeTensorsFile>> shards;
   for (const auto& [tensor, file_json] : weight_map.items()) {
-    if (!file_json.is_string()) fail("{}: weight_map entry '{}' must be a file name, found {}", index_name, tensor, file_json.dump());
+    if (!file_json.is_string()) fail("{}: weight_map entry '{}' must be a file name, found {}", index_name, tensor, json_excerpt(file_json));
     const std::string& file = file_json.get_ref<const std::string&>();
     if (!shards.count(file)) shards[file] = SafeTensorsFile::open(resolve_shard_path(dir, file, index_name));
   }

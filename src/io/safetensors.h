@@ -32,6 +32,8 @@ struct TensorView {
 class SafeTensorsFile {
  public:
   static std::shared_ptr<SafeTensorsFile> open(const std::filesystem::path& path);  // throws Error
+  // The same checks over bytes in memory (fuzzing, tests); `name` is used in errors.
+  static std::shared_ptr<SafeTensorsFile> from_bytes(std::string bytes, const std::string& name);
   ~SafeTensorsFile();
   SafeTensorsFile(const SafeTensorsFile&) = delete;
   SafeTensorsFile& operator=(const SafeTensorsFile&) = delete;
@@ -42,7 +44,10 @@ class SafeTensorsFile {
 
  private:
   SafeTensorsFile() = default;
+  // Validates the header of the `size` bytes of a whole file and indexes its tensors.
+  void parse(const std::byte* bytes, uint64_t size, const std::string& file);
   std::filesystem::path path_;
+  std::string owned_;  // from_bytes: the file's bytes
   void* map_ = nullptr;
   size_t map_size_ = 0;
   std::map<std::string, TensorView> tensors_;

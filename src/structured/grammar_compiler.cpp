@@ -1,4 +1,5 @@
 #include "structured/grammar_compiler.h"
+#include "core/json_excerpt.h"
 
 #include <nlohmann/json.hpp>
 
@@ -30,7 +31,7 @@ std::vector<std::string> parse_choices(const std::string& text) {
   if (!j.is_array()) throw_invalid("choice", "expected a JSON array of strings");
   std::vector<std::string> out;
   for (const auto& item : j) {
-    if (!item.is_string()) throw_invalid("choice", "every choice must be a string, found " + item.dump());
+    if (!item.is_string()) throw_invalid("choice", "every choice must be a string, found " + json_excerpt(item));
     out.push_back(item.get<std::string>());
   }
   return out;

@@ -1,4 +1,5 @@
 #include "tokenizer/bpe.h"
+#include "core/json_excerpt.h"
 
 #include <algorithm>
 #include <array>
@@ -80,7 +81,7 @@ BpeModel BpeModel::from_json(const nlohmann::json& model) {
   result.vocab_.reserve(vocab.size());
   for (const auto& [token, id] : vocab.items()) {
     if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() > INT32_MAX) {
-      fail("tokenizer.json: model.vocab[\"{}\"] must be a non-negative 32-bit id, found {}", token, id.dump());
+      fail("tokenizer.json: model.vocab[\"{}\"] must be a non-negative 32-bit id, found {}", token, json_excerpt(id));
     }
     result.vocab_.emplace(token, id.get<int32_t>());
   }
@@ -107,7 +108,7 @@ BpeModel BpeModel::from_json(const nlohmann::json& model) {
       left = merge[0].get<std::string>();
       right = merge[1].get<std::string>();
     } else {
-      fail("tokenizer.json: merge {} must be \"a b\" or [\"a\", \"b\"], found {}", rank, merge.dump());
+      fail("tokenizer.json: merge {} must be \"a b\" or [\"a\", \"b\"], found {}", rank, json_excerpt(merge));
     }
     const int32_t left_id = id_of(left, rank);
     const int32_t right_id = id_of(right, rank);

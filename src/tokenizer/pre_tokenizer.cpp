@@ -1,4 +1,5 @@
 #include "tokenizer/pre_tokenizer.h"
+#include "core/json_excerpt.h"
 
 #include <nlohmann/json.hpp>
 
@@ -30,7 +31,7 @@ SplitStep parse_split(const nlohmann::json& config) {
   } else if (pattern.contains("String")) {
     regex.emplace(pattern.at("String").get<std::string>(), /*literal=*/true);
   } else {
-    fail("tokenizer.json: Split pattern must be {{\"Regex\": ...}} or {{\"String\": ...}}, found {}", pattern.dump());
+    fail("tokenizer.json: Split pattern must be {{\"Regex\": ...}} or {{\"String\": ...}}, found {}", json_excerpt(pattern));
   }
   return SplitStep{std::move(*regex), parse_behavior(config.at("behavior").get<std::string>()),
                    config.value("invert", false)};

@@ -1,5 +1,6 @@
 #include "tokenizer/tokenizer.h"
 
+#include <algorithm>
 #include <deque>
 #include <fstream>
 #include <sstream>
@@ -99,6 +100,8 @@ struct Tokenizer::Impl {
   explicit Impl(BpeModel bpe) : model(std::move(bpe)) {}
 
   void encode_text(std::string_view text, std::vector<int32_t>& ids) const;
+  // Appends the added-token segments of text[start, end) (tokens and the plain text between them).
+  void split_added(std::string_view text, size_t start, size_t end, std::vector<TextSegment>& out) const;
 };
 
 void Tokenizer::Impl::encode_text(std::string_view text, std::vector<int32_t>& ids) const {
@@ -216,34 +219,62 @@ Tokenizer Tokenizer::from_model_dir(const std::filesystem::path& dir) {
   return tokenizer;
 }
 
-std::vector<int32_t> Tokenizer::encode(std::string_view text) const {
+void Tokenizer::Impl::split_added(std::string_view text, size_t start, size_t end, std::vector<TextSegment>& out) const {
+  if (end <= start) return;
+  // 1. Non-normalized added tokens on the raw text, 2. normalized ones on the rest (our
+  // normalizer is the identity).
+  thread_local std::vector<TextSegment> raw_segments;
+  raw_segments.clear();
+  raw_matcher.split(text, start, end, raw_segments);
+  for (const TextSegment& raw : raw_segments) {
+    if (raw.token_id >= 0)
+      out.push_back(raw);
+    else
+      normalized_matcher.split(text, raw.start, raw.end, out);
+  }
+}
+
+std::vector<int32_t> Tokenizer::encode(std::string_view text) const { return encode(text, {}); }
+
+std::vector<int32_t> Tokenizer::encode(std::string_view text, std::span<const Range> plain) const {
   if (const size_t bad = utf8::find_invalid_byte(text); bad != std::string_view::npos) {
     fail("tokenizer: encode expects valid UTF-8, found an invalid byte 0x{:02X} at offset {}",
          static_cast<unsigned char>(text[bad]), bad);
   }
+  thread_local std::vector<TextSegment> segments;
+  segments.clear();
+  size_t cursor = 0;
+  for (const Range& range : plain) {
+    if (range.begin < cursor || range.end < range.begin || range.end > text.size())
+      fail("tokenizer: plain-text range [{}, {}) is out of order or outside the {}-byte text", range.begin, range.end,
+           text.size());
+    impl_->split_added(text, cursor, range.begin, segments);
+    if (range.end > range.begin) segments.push_back({range.begin, range.end, -1});
+    cursor = range.end;
+  }
+  impl_->split_added(text, cursor, text.size(), segments);
+
+  // 3. Pre-tokenize and BPE the plain text; neighbouring plain segments form one run.
   std::vector<int32_t> ids;
   ids.reserve(text.size() / 3 + 1);
-  // 1. Non-normalized added tokens on the raw text, 2. normalized ones on the rest (our
-  // normalizer is the identity), 3. pre-tokenize and BPE what remains.
-  thread_local std::vector<TextSegment> raw_segments, segments;
-  raw_segments.clear();
-  impl_->raw_matcher.split(text, 0, text.size(), raw_segments);
-  for (const TextSegment& raw : raw_segments) {
-    if (raw.token_id >= 0) {
-      ids.push_back(raw.token_id);
+  for (size_t i = 0; i < segments.size(); ++i) {
+    if (segments[i].token_id >= 0) {
+      ids.push_back(segments[i].token_id);
       continue;
     }
-    segments.clear();
-    impl_->normalized_matcher.split(text, raw.start, raw.end, segments);
-    for (const TextSegment& segment : segments) {
-      if (segment.token_id >= 0) {
-        ids.push_back(segment.token_id);
-      } else {
-        impl_->encode_text(text.substr(segment.start, segment.end - segment.start), ids);
-      }
-    }
+    const size_t begin = segments[i].start;
+    size_t end = segments[i].end;
+    while (i + 1 < segments.size() && segments[i + 1].token_id < 0 && segments[i + 1].start == end) end = segments[++i].end;
+    impl_->encode_text(text.substr(begin, end - begin), ids);
   }
   return ids;
+}
+
+std::vector<std::string> Tokenizer::added_token_contents() const {
+  std::vector<std::string> out;
+  for (const AddedToken& token : impl_->added_tokens) out.push_back(token.content);
+  std::stable_sort(out.begin(), out.end(), [](const std::string& a, const std::string& b) { return a.size() > b.size(); });
+  return out;
 }
 
 std::vector<int32_t> Tokenizer::encode_with_bos(std::string_view text) const {

@@ -28,6 +28,17 @@ class Tokenizer {
   std::vector<int32_t> encode(std::string_view text) const;
   // encode() with BOS prepended when tokenizer_config asks for it.
   std::vector<int32_t> encode_with_bos(std::string_view text) const;
+  // A byte range [begin, end) of a text.
+  struct Range {
+    size_t begin = 0, end = 0;
+  };
+  // encode(), except that no added token is matched inside or across `plain` ranges (sorted,
+  // non-overlapping): their text is tokenized as ordinary text (HF's split_special_tokens), and
+  // text around them keeps one BPE run. Chat prompts use it so that a message that spells
+  // "<｜end▁of▁sentence｜>" never becomes the special id.
+  std::vector<int32_t> encode(std::string_view text, std::span<const Range> plain) const;
+  // The contents of every added token (what encode() matches as one id), longest first.
+  std::vector<std::string> added_token_contents() const;
   std::string decode(std::span<const int32_t> ids, bool skip_special_tokens = false) const;
 
   size_t vocab_size() const;  // highest id + 1 (base vocab plus added tokens)

@@ -3,9 +3,11 @@
 // fixed so a failure reproduces.
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <random>
 
+#include "io/deepseek_v41_config.h"
 #include "io/model_config.h"
 #include "io/safetensors.h"
 #include "io/safetensors_writer.h"
@@ -135,6 +137,57 @@ TEST(Robustness, ConfigWithRandomlyRetypedFieldsIsAcceptedOrRejectedCleanly) {
   }
   EXPECT_GT(accepted, 100u);
   EXPECT_GT(rejected, 1000u);
+}
+
+// Crafted hostile inputs: each loader answers with one line, never a crash or a stack overflow.
+void expect_one_line_error(const std::function<void()>& load, const std::string& mention, const std::string& what) {
+  try {
+    load();
+    ADD_FAILURE() << what << ": accepted";
+  } catch (const Error& e) {
+    const std::string message = e.what();
+    EXPECT_EQ(message.find('\n'), std::string::npos) << what << ": " << message;
+    EXPECT_NE(message.find(mention), std::string::npos) << what << ": " << message;
+    EXPECT_LT(message.size(), 600u) << what << ": the error must not echo the input";
+  }
+}
+
+TEST(Robustness, DeeplyNestedJsonIsAOneLineError) {
+  const std::string nested = std::string(300000, '[') + std::string(300000, ']');
+  expect_one_line_error([&] { parse_model_config(nested, "deep/config.json"); }, "deep/config.json", "V4 config");
+  expect_one_line_error([&] { parse_deepseek_v41_config(nested, "deep/config.json"); }, "deep/config.json",
+                        "V4.1 config");
+  const std::string in_object = "{\"model_type\": \"deepseek_v4\", \"hidden_size\": " + nested + "}";
+  expect_one_line_error([&] { parse_model_config(in_object, "deep/config.json"); }, "hidden_size",
+                        "V4 config with a deep member");
+  std::string file(8, '\0');
+  const uint64_t length = nested.size();
+  for (int i = 0; i < 8; ++i) file[static_cast<size_t>(i)] = static_cast<char>((length >> (8 * i)) & 0xff);
+  expect_one_line_error([&] { SafeTensorsFile::from_bytes(file + nested, "deep.safetensors"); }, "deep.safetensors",
+                        "safetensors header");
+}
+
+TEST(Robustness, HugeAndOverflowingValuesAreOneLineErrors) {
+  // A shape whose element count overflows 64 bits when multiplied.
+  const std::string header =
+      R"({"w": {"dtype": "F32", "shape": [4294967296, 4294967296, 16], "data_offsets": [0, 0]}})";
+  std::string file(8, '\0');
+  for (int i = 0; i < 8; ++i) file[static_cast<size_t>(i)] = static_cast<char>((header.size() >> (8 * i)) & 0xff);
+  expect_one_line_error([&] { SafeTensorsFile::from_bytes(file + header, "big.safetensors"); }, "overflows",
+                        "overflowing shape");
+  // A header length past the end of the file.
+  std::string past(8, '\0');
+  past[0] = static_cast<char>(0xff);
+  past[1] = static_cast<char>(0x7f);
+  expect_one_line_error([&] { SafeTensorsFile::from_bytes(past + "{}", "short.safetensors"); }, "truncated",
+                        "header length past the file");
+  // Numbers out of range and a very long string in a config.
+  expect_one_line_error([&] { parse_model_config(R"({"model_type": "deepseek_v4", "hidden_size": 1e400})"); },
+                        "number overflow", "1e400");
+  const std::string long_type = "{\"model_type\": \"" + std::string(size_t{64} << 20, 'x') + "\"}";
+  expect_one_line_error([&] { parse_model_config(long_type, "long/config.json"); }, "model_type", "64 MB string");
+  // Whatever builds a message, no error is longer than 8 KB.
+  EXPECT_LE(std::string(Error(std::string(size_t{1} << 20, 'y')).what()).size(), 8192u);
 }
 
 }  // namespace

@@ -16,6 +16,7 @@
 #include <string>
 
 #include "cli/command.h"
+#include "core/json_excerpt.h"
 #include "cli/generate_fields.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
@@ -209,7 +210,7 @@ std::vector<int32_t> token_id_list(const json& value, const std::string& field, 
   DEEPINFER_CHECK(value.is_array(), "'{}' must be an array of token ids, got {}", field, value.type_name());
   std::vector<int32_t> ids;
   for (const auto& v : value) {
-    DEEPINFER_CHECK(v.is_number_integer(), "'{}' must hold integers, found {}", field, v.dump());
+    DEEPINFER_CHECK(v.is_number_integer(), "'{}' must hold integers, found {}", field, json_excerpt(v));
     const auto id = v.get<int64_t>();
     DEEPINFER_CHECK(id >= 0 && id < vocab, "'{}': token id {} is outside the vocabulary [0, {})", field, id, vocab);
     ids.push_back(static_cast<int32_t>(id));
@@ -260,7 +261,7 @@ FileRequest parse_request(const std::string& line, const SamplingParams& default
   };
   auto integer = [&](const char* field) -> std::optional<json> {
     if (!j.contains(field)) return std::nullopt;
-    DEEPINFER_CHECK(j[field].is_number_integer(), "'{}' must be an integer, got {}", field, j[field].dump());
+    DEEPINFER_CHECK(j[field].is_number_integer(), "'{}' must be an integer, got {}", field, json_excerpt(j[field]));
     return j[field];
   };
   if (auto v = integer("max_tokens")) {
@@ -280,7 +281,7 @@ FileRequest parse_request(const std::string& line, const SamplingParams& default
                     s.type_name());
     r.params.stop.clear();
     for (const auto& item : s.is_string() ? json::array({s}) : s) {
-      DEEPINFER_CHECK(item.is_string(), "'stop' must hold strings, found {}", item.dump());
+      DEEPINFER_CHECK(item.is_string(), "'stop' must hold strings, found {}", json_excerpt(item));
       DEEPINFER_CHECK(!item.get<std::string>().empty(), "'stop' strings must not be empty");
       r.params.stop.push_back(item.get<std::string>());
     }
@@ -290,7 +291,7 @@ FileRequest parse_request(const std::string& line, const SamplingParams& default
   if (j.contains("stop_token_ids"))
     r.params.stop_token_ids = token_id_list(j["stop_token_ids"], "stop_token_ids", config.vocab_size);
   if (j.contains("ignore_eos")) {
-    DEEPINFER_CHECK(j["ignore_eos"].is_boolean(), "'ignore_eos' must be true or false, got {}", j["ignore_eos"].dump());
+    DEEPINFER_CHECK(j["ignore_eos"].is_boolean(), "'ignore_eos' must be true or false, got {}", json_excerpt(j["ignore_eos"]));
     r.params.ignore_eos = j["ignore_eos"].get<bool>();
   }
   parse_sampling_fields(j, r.params, config.vocab_size);

@@ -1,4 +1,5 @@
 #include "cli/generate_fields.h"
+#include "core/json_excerpt.h"
 
 #include <cerrno>
 #include <cstdlib>
@@ -17,28 +18,28 @@ const json* field(const json& line, const char* name) {
 }
 
 double number(const json& v, const char* name) {
-  DEEPINFER_CHECK(v.is_number(), "'{}' must be a number, got {}", name, v.dump());
+  DEEPINFER_CHECK(v.is_number(), "'{}' must be a number, got {}", name, json_excerpt(v));
   return v.get<double>();
 }
 
 int64_t integer(const json& v, const char* name) {
-  DEEPINFER_CHECK(v.is_number_integer(), "'{}' must be an integer, got {}", name, v.dump());
+  DEEPINFER_CHECK(v.is_number_integer(), "'{}' must be an integer, got {}", name, json_excerpt(v));
   return v.get<int64_t>();
 }
 
 bool boolean(const json& v, const char* name) {
-  DEEPINFER_CHECK(v.is_boolean(), "'{}' must be true or false, got {}", name, v.dump());
+  DEEPINFER_CHECK(v.is_boolean(), "'{}' must be true or false, got {}", name, json_excerpt(v));
   return v.get<bool>();
 }
 
 std::string string(const json& v, const std::string& name) {
-  DEEPINFER_CHECK(v.is_string(), "'{}' must be a string, got {}", name, v.dump());
+  DEEPINFER_CHECK(v.is_string(), "'{}' must be a string, got {}", name, json_excerpt(v));
   return v.get<std::string>();
 }
 
 // logit_bias: {"17": 2.5, "40": -100} (OpenAI / vLLM: token ids as strings).
 std::vector<std::pair<int32_t, double>> logit_bias(const json& v, int64_t vocab) {
-  DEEPINFER_CHECK(v.is_object(), "'logit_bias' must be an object of token id -> bias, got {}", v.dump());
+  DEEPINFER_CHECK(v.is_object(), "'logit_bias' must be an object of token id -> bias, got {}", json_excerpt(v));
   std::vector<std::pair<int32_t, double>> out;
   for (const auto& [key, bias] : v.items()) {
     errno = 0;
@@ -46,7 +47,7 @@ std::vector<std::pair<int32_t, double>> logit_bias(const json& v, int64_t vocab)
     const long long id = std::strtoll(key.c_str(), &end, 10);
     DEEPINFER_CHECK(!key.empty() && *end == '\0' && errno == 0, "'logit_bias': key '{}' is not a token id", key);
     DEEPINFER_CHECK(id >= 0 && id < vocab, "'logit_bias': token id {} is outside the vocabulary [0, {})", id, vocab);
-    DEEPINFER_CHECK(bias.is_number(), "'logit_bias': the bias of token {} must be a number, got {}", id, bias.dump());
+    DEEPINFER_CHECK(bias.is_number(), "'logit_bias': the bias of token {} must be a number, got {}", id, json_excerpt(bias));
     out.emplace_back(static_cast<int32_t>(id), bias.get<double>());
   }
   return out;
