@@ -48,6 +48,76 @@ TEST_P(BackendOps, LinearEveryWeightFormat) {
   }
 }
 
+// The GEMM kernels' paths: row chunks (T 1, 3, 17, 128), outputs not a multiple of a CTA's, a
+// split K (1056 columns: several 512-byte slabs, not a multiple of 128) and layouts the vector path
+// does not take (100 columns: not a multiple of 8 / 16).
+TEST_P(BackendOps, LinearShapesAndKernelPaths) {
+  const LinearCase cases[] = {
+      {DType::F32, Scales::None, 0, "F32"},
+      {DType::BF16, Scales::None, 0, "BF16"},
+      {DType::F16, Scales::None, 0, "F16"},
+      {DType::F8_E4M3, Scales::F32Blocks, 128, "FP8 with F32 128x128 scales"},
+      {DType::F8_E4M3, Scales::E8M0Blocks, 128, "FP8 with E8M0 128x128 scales"},
+      {DType::F8_E4M3, Scales::E8M0Blocks, 40, "FP8 with E8M0 40x40 scales"},
+      {DType::F4_E2M1, Scales::E8M0Blocks, 32, "FP4 with E8M0 per 32"},
+  };
+  for (auto [rows, cols] : {std::pair<int64_t, int64_t>{77, 1056}, std::pair<int64_t, int64_t>{45, 100}}) {
+    for (const auto& lc : cases) {
+      if (lc.dtype == DType::F4_E2M1 && cols % 32 != 0) continue;  // FP4 scales cover whole 32s
+      const StoredWeight& w = keep(make_weight(rng, lc.dtype, rows, cols, lc.scales, lc.block));
+      for (int64_t T : {1, 3, 17, 128}) {
+        const auto x = randoms(static_cast<size_t>(T * cols));
+        const auto dx = on_device(x);
+        auto y = nan_output(static_cast<size_t>(T * rows));
+        be->linear(w.w, dx.view({T, cols}), y.view({T, rows}));
+        EXPECT_CLOSE(y.download(), ref_linear(w, x, T),
+                     std::string(lc.label) + " " + std::to_string(rows) + "x" + std::to_string(cols) + " T=" +
+                         std::to_string(T));
+      }
+    }
+  }
+}
+
+// Scales whose product with the kernels' decode constants overflows a float, and FP8 NaN codes
+// (0x7f): the reference decodings, so a NaN weight gives NaN outputs in its row only.
+TEST_P(BackendOps, LinearLargeScalesAndNaNCodes) {
+  const int64_t rows = 40, cols = 256, T = 3;
+  for (DType dtype : {DType::F8_E4M3, DType::F4_E2M1}) {
+    StoredWeight w = make_weight(rng, dtype, rows, cols, Scales::E8M0Blocks, 32);
+    const int64_t scols = w.w.scale_cols;
+    // FP8: block (0, 1) = rows 0..31, columns 32..63 at 2^10; FP4: row 5, columns 64..95 at 2^3.
+    const size_t si = dtype == DType::F8_E4M3 ? 1 : static_cast<size_t>(5 * scols + 2);
+    const auto code = static_cast<uint8_t>(dtype == DType::F8_E4M3 ? 127 + 10 : 127 + 3);
+    const double factor = std::ldexp(1.0, code - static_cast<int>(static_cast<uint8_t>(w.scale[si])));
+    w.scale[si] = static_cast<std::byte>(code);
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < cols; ++c) {
+        const bool hit = dtype == DType::F8_E4M3 ? (r < 32 && c >= 32 && c < 64) : (r == 5 && c >= 64 && c < 96);
+        if (hit) w.values[static_cast<size_t>(r * cols + c)] *= factor;
+      }
+    const int64_t nan_row = 7;
+    if (dtype == DType::F8_E4M3) {
+      w.data[static_cast<size_t>(nan_row * cols + 3)] = std::byte{0x7f};
+      w.values[static_cast<size_t>(nan_row * cols + 3)] = 0.0;  // the row is checked for NaN instead
+    }
+    const StoredWeight& kw = keep(std::move(w));
+    const auto x = randoms(static_cast<size_t>(T * cols));
+    const auto dx = on_device(x);
+    auto y = nan_output(static_cast<size_t>(T * rows));
+    be->linear(kw.w, dx.view({T, cols}), y.view({T, rows}));
+    auto got = y.download();
+    auto want = ref_linear(kw, x, T);
+    if (dtype == DType::F8_E4M3)
+      for (int64_t t = 0; t < T; ++t) {
+        const auto i = static_cast<size_t>(t * rows + nan_row);
+        EXPECT_TRUE(std::isnan(got[i])) << "FP8 NaN code: output " << i << " is " << got[i];
+        got[i] = 0.0f;
+        want[i] = 0.0;
+      }
+    EXPECT_CLOSE(got, want, std::string("large scales ") + std::string(dtype_name(dtype)));
+  }
+}
+
 TEST_P(BackendOps, GroupedLinearIsBlockDiagonal) {
   const int64_t G = 4, R = 32, C = 48, T = 5;
   for (DType dtype : {DType::BF16, DType::F8_E4M3}) {
@@ -523,8 +593,10 @@ std::vector<double> ref_swiglu(const ExpertWeights& e, const float* x, int64_t D
 }
 
 TEST_P(BackendOps, MoeExpertsSwigluWithClampsAndSharedExpert) {
-  const int64_t T = 11, D = 64, I = 32, E = 6, K = 2;
-  // As released: routed experts FP4, the shared expert FP8; and all BF16.
+  const int64_t D = 64, I = 32, E = 6, K = 2;
+  // As released: routed experts FP4, the shared expert FP8; and all BF16. T = 40: experts with more
+  // rows than one GEMM tile.
+  for (int64_t T : {11, 40})
   for (auto [routed_dtype, shared_dtype] : {std::pair{DType::F4_E2M1, DType::F8_E4M3}, std::pair{DType::BF16, DType::BF16}}) {
     auto& experts = keep(std::vector<ExpertWeights>{});
     for (int64_t e = 0; e < E; ++e) experts.push_back(make_expert(rng, routed_dtype, I, D));
@@ -567,9 +639,12 @@ TEST_P(BackendOps, MoeExpertsSwigluWithClampsAndSharedExpert) {
 class BackendOpsInvariant : public BackendOps {};
 
 TEST_P(BackendOpsInvariant, RowsDoNotDependOnTheBatch) {
-  const int64_t T = 70, rows = 96, cols = 128;
-  for (DType dtype : {DType::F32, DType::BF16, DType::F4_E2M1}) {
-    const StoredWeight& w = keep(make_weight(rng, dtype, rows, cols, dtype == DType::F4_E2M1 ? Scales::E8M0Blocks : Scales::None, 32));
+  const int64_t T = 70;
+  // (40, 1056): a split K.
+  for (auto [rows, cols] : {std::pair<int64_t, int64_t>{96, 128}, std::pair<int64_t, int64_t>{40, 1056}})
+  for (DType dtype : {DType::F32, DType::BF16, DType::F8_E4M3, DType::F4_E2M1}) {
+    const Scales sc = dtype == DType::F4_E2M1 || dtype == DType::F8_E4M3 ? Scales::E8M0Blocks : Scales::None;
+    const StoredWeight& w = keep(make_weight(rng, dtype, rows, cols, sc, dtype == DType::F8_E4M3 ? 128 : 32));
     const auto x = randoms(static_cast<size_t>(T * cols));
     const auto dx = on_device(x);
     auto d_all = nan_output(static_cast<size_t>(T * rows));

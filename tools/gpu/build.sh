@@ -18,6 +18,8 @@ else
   rm -rf .gpu && mkdir -p .gpu/lib
   cp build-cuda/tests/test_backend build-cuda/tests/test_model build-cuda/tests/test_engine build-cuda/tools/deepinfer .gpu/
 fi
+# Stripped: unstripped test binaries (~44 MB) plus the tree exceed the device tool's 64 MiB.
+strip --strip-unneeded .gpu/deepinfer .gpu/test_* 2>/dev/null || true
 # Which source the binaries are (the benchmark table names it).
 dirty=$(git status --porcelain -- src tools include CMakeLists.txt 2>/dev/null | head -1)
 echo "$(git rev-parse --short HEAD)${dirty:+ + uncommitted changes}" > .gpu/COMMIT

@@ -1,6 +1,6 @@
-// CUDA kernels behind gemm_kernels.h: a tiled float32 GEMM over stored weights (weight_at()
-// widening into shared memory), MoE routing (one thread per token) and the MoE expert pipeline.
-// Straightforward first versions, checked against the CPU ops by test_backend_ops.
+// CUDA kernels behind gemm_kernels.h: linear and the MoE expert GEMMs over stored weights (the
+// weight-streaming tile of skinny_gemm.cuh), MoE routing (one warp per token) and the MoE plan /
+// combine. Checked against the CPU ops by test_backend_ops.
 #include "backend/cuda/gemm_kernels.h"
 
 #include <cuda_runtime.h>
@@ -8,116 +8,50 @@
 #include <cstdint>
 
 #include "backend/cuda/device_math.cuh"
+#include "backend/cuda/skinny_gemm.cuh"
 
 namespace deepinfer::cuda {
 
 namespace {
 
-constexpr int kTR = kGemmTileOut;   // outputs per block
-constexpr int kTT = kGemmTileRows;  // rows (tokens) per block
-constexpr int kKC = 32;             // inner-dimension chunk staged in shared memory
-constexpr int kThreads = 256;       // 32 output lanes x 8 row lanes; each thread 2 outputs x 4 rows
-static_assert(kTR == 64 && kTT == 32 && kThreads == 256, "the thread mapping below assumes these");
+constexpr int kTT = kGemmTileRows;  // routed rows per MoE tile: one CTA pass
+static_assert(kTT == skinny::kRows, "an MoE tile is one pass of the skinny tile");
 
-__device__ __forceinline__ float silu_f(float x) { return x * (1.0f / (1.0f + expf(-x))); }
+using skinny::Job;
 
-// One block's tile: outputs o0 .. o0+63 (< n_out; weight rows w_row0 + o) for rows [rb, re) of
-// the row space; row r reads x[src(r) * ldx + c] (src = row_src[r], or r when row_src is null) and
-// writes y[r * ldy + o]. Each output: one thread, fmaf over c = 0 .. K-1 in order.
-// kSwiglu: two weights (gate wa, up wb) and y = silu(min(g, limit)) * clamp(u, -limit, limit).
-template <bool kSwiglu>
-__device__ __forceinline__ void gemm_tile(const DevMatrix& wa, const DevMatrix& wb, int64_t w_row0, int64_t o0,
-                                          int64_t n_out, int64_t K, const float* __restrict__ x, int64_t ldx,
-                                          const int32_t* __restrict__ row_src, int64_t rb, int64_t re,
-                                          float* __restrict__ y, int64_t ldy, float limit) {
-  __shared__ float ws[kTR][kKC + 1];
-  __shared__ float ws2[kSwiglu ? kTR : 1][kKC + 1];
-  __shared__ float xs[kTT][kKC];
-  __shared__ int64_t src[kTT];
-  const int tid = static_cast<int>(threadIdx.x);
-  const int tx = tid % 32, ty = tid / 32;
-  if (tid < kTT) {
-    const int64_t r = rb + tid;
-    src[tid] = r < re ? (row_src ? static_cast<int64_t>(row_src[r]) : r) : int64_t{-1};
-  }
-  __syncthreads();
-  float acc[4][2], acc2[4][2];
-#pragma unroll
-  for (int j = 0; j < 4; ++j)
-#pragma unroll
-    for (int q = 0; q < 2; ++q) acc[j][q] = acc2[j][q] = 0.0f;
-  for (int64_t k0 = 0; k0 < K; k0 += kKC) {
-    const int kc = static_cast<int>(K - k0 < kKC ? K - k0 : kKC);
-    for (int i = tid; i < kTR * kKC; i += kThreads) {
-      const int f = i / kKC, c = i % kKC;
-      const int64_t o = o0 + f;
-      const bool ok = o < n_out && c < kc;
-      ws[f][c] = ok ? weight_at(wa, w_row0 + o, k0 + c) : 0.0f;
-      if constexpr (kSwiglu) ws2[f][c] = ok ? weight_at(wb, w_row0 + o, k0 + c) : 0.0f;
-    }
-    for (int i = tid; i < kTT * kKC; i += kThreads) {
-      const int j = i / kKC, c = i % kKC;
-      const int64_t s = src[j];
-      xs[j][c] = (s >= 0 && c < kc) ? x[s * ldx + k0 + c] : 0.0f;
-    }
-    __syncthreads();
-    for (int c = 0; c < kc; ++c) {
-      const float w0 = ws[tx][c], w1 = ws[tx + 32][c];
-      float v0 = 0.0f, v1 = 0.0f;
-      if constexpr (kSwiglu) {
-        v0 = ws2[tx][c];
-        v1 = ws2[tx + 32][c];
-      }
-#pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        const float xv = xs[ty + 8 * j][c];
-        acc[j][0] = fmaf(xv, w0, acc[j][0]);
-        acc[j][1] = fmaf(xv, w1, acc[j][1]);
-        if constexpr (kSwiglu) {
-          acc2[j][0] = fmaf(xv, v0, acc2[j][0]);
-          acc2[j][1] = fmaf(xv, v1, acc2[j][1]);
-        }
-      }
-    }
-    __syncthreads();
-  }
-#pragma unroll
-  for (int j = 0; j < 4; ++j) {
-    const int64_t r = rb + ty + 8 * j;
-    if (r >= re) continue;
-#pragma unroll
-    for (int q = 0; q < 2; ++q) {
-      const int64_t o = o0 + tx + 32 * q;
-      if (o >= n_out) continue;
-      float v = acc[j][q];
-      if constexpr (kSwiglu) {
-        const float g = limit < v ? limit : v;  // std::min(g, limit)
-        const float a = acc2[j][q];
-        const float u = a < -limit ? -limit : (limit < a ? limit : a);  // std::clamp(u, -limit, limit)
-        v = silu_f(g) * u;
-      }
-      y[r * ldy + o] = v;
-    }
-  }
-}
-
-// grid (ceil(R / 64), ceil(T / 32), groups).
-__global__ void __launch_bounds__(kThreads) linear_kernel(DevMatrix w, int64_t groups, const float* x, int64_t tokens,
-                                                          float* y) {
+// grid (ceil(tokens / 8) * column tiles, 1, groups); block b: row chunk b % nm, column tile b / nm
+// (the row chunks of one weight tile run next to each other and share it in L2).
+template <int F>
+__global__ void __launch_bounds__(skinny::kThreads, 2)
+    linear_kernel(DevMatrix w, int64_t groups, const float* x, int64_t tokens, float* y, int64_t nm, int ks,
+                  bool x_vec) {
   const int64_t R = w.rows / groups, C = w.cols, g = blockIdx.z;
-  const int64_t rb = static_cast<int64_t>(blockIdx.y) * kTT;
-  const int64_t re = rb + kTT < tokens ? rb + kTT : tokens;
-  gemm_tile<false>(w, w, g * R, static_cast<int64_t>(blockIdx.x) * kTR, R, C, x + g * C, groups * C, nullptr, rb, re,
-                   y + g * R, groups * R, 0.0f);
+  const int64_t b = blockIdx.x, mc = b % nm, ct = b / nm;
+  Job j;
+  j.wa = j.wb = w;
+  j.w_row0 = g * R;
+  j.o0 = ct * skinny::outs_per_cta(false, ks);
+  j.n_out = R;
+  j.K = C;
+  j.x = x + g * C;
+  j.ldx = groups * C;
+  j.row_src = nullptr;
+  j.rb = mc * skinny::kRows;
+  j.re = j.rb + skinny::kRows < tokens ? j.rb + skinny::kRows : tokens;
+  j.y = y + g * R;
+  j.ldy = groups * R;
+  j.limit = 0.0f;
+  j.ks = ks;
+  j.x_vec = x_vec;
+  skinny::run<F, false>(j);
 }
 
-// grid (tiles, ceil(n_out / 64)). ldx = K, ldy = n_out.
-template <bool kSwiglu>
-__global__ void __launch_bounds__(kThreads) moe_gemm_kernel(const DevMatrix* wa, const DevMatrix* wb,
-                                                            const MoeTile* tiles, const int32_t* tile_count,
-                                                            int64_t identity_rows, const int32_t* row_src,
-                                                            const float* x, int64_t K, float* y, int64_t n_out,
-                                                            float limit) {
+// grid (tiles, column tiles). ldx = K, ldy = n_out.
+template <int F, bool kSwiglu>
+__global__ void __launch_bounds__(skinny::kThreads, 2)
+    moe_gemm_kernel(const DevMatrix* wa, const DevMatrix* wb, const MoeTile* tiles, const int32_t* tile_count,
+                    int64_t identity_rows, const int32_t* row_src, const float* x, int64_t K, float* y,
+                    int64_t n_out, float limit, int ks, bool x_vec) {
   int e = 0;
   int64_t rb = 0, re = 0;
   if (tiles) {
@@ -130,10 +64,24 @@ __global__ void __launch_bounds__(kThreads) moe_gemm_kernel(const DevMatrix* wa,
     rb = static_cast<int64_t>(blockIdx.x) * kTT;
     re = rb + kTT < identity_rows ? rb + kTT : identity_rows;
   }
-  const DevMatrix a = wa[e];
-  const DevMatrix b = kSwiglu ? wb[e] : a;
-  gemm_tile<kSwiglu>(a, b, 0, static_cast<int64_t>(blockIdx.y) * kTR, n_out, K, x, K, row_src, rb, re, y, n_out,
-                     limit);
+  Job j;
+  j.wa = wa[e];
+  j.wb = kSwiglu ? wb[e] : j.wa;
+  j.w_row0 = 0;
+  j.o0 = static_cast<int64_t>(blockIdx.y) * skinny::outs_per_cta(kSwiglu, ks);
+  j.n_out = n_out;
+  j.K = K;
+  j.x = x;
+  j.ldx = K;
+  j.row_src = row_src;
+  j.rb = rb;
+  j.re = re;
+  j.y = y;
+  j.ldy = n_out;
+  j.limit = limit;
+  j.ks = ks;
+  j.x_vec = x_vec;
+  skinny::run<F, kSwiglu>(j);
 }
 
 // ---------------------------------------------------------------- routing
@@ -141,65 +89,94 @@ __global__ void __launch_bounds__(kThreads) moe_gemm_kernel(const DevMatrix* wa,
 // Top-k ties in this kernel go to the lower index; under TopKTies::Reference the host redoes the
 // choice with cpu::torch_top_k_indices (ops_gemm.cpp).
 
-// One thread per token (as the CPU op per token).
-__global__ void moe_route_kernel(MoeRouteArgs a) {
-  const int64_t t = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (t >= a.tokens) return;
+// One warp per token. Element-wise steps are spread over the lanes; the steps whose rounding depends
+// on order (the softmax sum, the top-k weight sum) stay serial in lane 0, and each top-k pass is a
+// warp reduction that picks what the serial scan below would (kept in the comment) pick.
+constexpr int kRouteWarps = 4;
+__global__ void __launch_bounds__(32 * kRouteWarps) moe_route_kernel(MoeRouteArgs a) {
+  const int64_t t = static_cast<int64_t>(blockIdx.x) * kRouteWarps + threadIdx.x / 32;
+  const int lane = static_cast<int>(threadIdx.x) & 31;
+  if (t >= a.tokens) return;  // whole warp
   const int64_t E = a.experts, K = a.top_k;
   float* s = a.logits + t * E;
   switch (a.scoring) {
     case 0:
-      for (int64_t j = 0; j < E; ++j) {
+      for (int64_t j = lane; j < E; j += 32) {
         const float v = s[j];
         s[j] = sqrtf(v > 20.0f ? v : log1pf(expf(v)));  // torch softplus threshold
       }
       break;
     case 1:
-      for (int64_t j = 0; j < E; ++j) s[j] = sigmoid_f(s[j]);
+      for (int64_t j = lane; j < E; j += 32) s[j] = sigmoid_f(s[j]);
       break;
     default: {
       float m = -INFINITY;
-      for (int64_t j = 0; j < E; ++j) m = m < s[j] ? s[j] : m;  // std::max(m, x)
+      for (int64_t j = lane; j < E; j += 32) m = m < s[j] ? s[j] : m;  // std::max(m, x): NaNs never enter
+#pragma unroll
+      for (int d = 16; d >= 1; d >>= 1) {
+        const float o = __shfl_xor_sync(0xffffffffu, m, d);
+        m = m < o ? o : m;
+      }
       if (m == -INFINITY) {
-        for (int64_t j = 0; j < E; ++j) s[j] = 0.0f;
+        for (int64_t j = lane; j < E; j += 32) s[j] = 0.0f;
         break;
       }
+      for (int64_t j = lane; j < E; j += 32) s[j] = expf(s[j] - m);
+      __syncwarp();
       float sum = 0.0f;
-      for (int64_t j = 0; j < E; ++j) {
-        s[j] = expf(s[j] - m);
-        sum += s[j];
-      }
-      const float inv = 1.0f / sum;
-      for (int64_t j = 0; j < E; ++j) s[j] *= inv;
+      if (lane == 0)
+        for (int64_t j = 0; j < E; ++j) sum += s[j];  // ascending, as the CPU op
+      const float inv = 1.0f / __shfl_sync(0xffffffffu, sum, 0);
+      for (int64_t j = lane; j < E; j += 32) s[j] *= inv;
       break;
     }
   }
+  __syncwarp();
   int32_t* ex = a.out_experts + t * K;
   if (a.hash_experts) {
     const int32_t* row = a.hash_experts + t * K;  // gathered and checked on the host
-    for (int64_t k = 0; k < K; ++k) ex[k] = row[k];
+    for (int64_t k = lane; k < K; k += 32) ex[k] = row[k];
   } else {
-    // K passes, each the best entry ranked below the previous pick in the order
-    // (value descending, index ascending), i.e. cpu::top_k_indices' ranking.
+    // K passes, each the best entry ranked below the previous pick in the order (value descending,
+    // index ascending), i.e. cpu::top_k_indices' ranking. The serial scan
+    //   for j: if (below(j) && (best_i < 0 || v_j > best_v)) best = (j, v_j);
+    // keeps the first candidate if it is NaN, else the largest non-NaN candidate (lowest index of
+    // equals); with no candidate it gives (0, 0.0f). Lanes find both, the warp reduces them.
     float prev_v = 0.0f;
     int64_t prev_i = -1;
     for (int64_t k = 0; k < K; ++k) {
-      int64_t best_i = -1;
-      float best_v = 0.0f;
-      for (int64_t j = 0; j < E; ++j) {
+      int64_t first_i = -1, best_i = -1;
+      float first_v = 0.0f, best_v = 0.0f;
+      for (int64_t j = lane; j < E; j += 32) {
         const float v = s[j] + (a.bias ? a.bias[j] : 0.0f);
         const bool below = prev_i < 0 || v < prev_v || (v == prev_v && j > prev_i);
-        if (below && (best_i < 0 || v > best_v)) {
-          best_i = j;
-          best_v = v;
-        }
+        if (!below) continue;
+        if (first_i < 0) first_i = j, first_v = v;
+        if (v == v && (best_i < 0 || v > best_v)) best_i = j, best_v = v;
       }
-      if (best_i < 0) best_i = 0;  // only with NaN scores (no strict order): keep the index valid
-      ex[k] = static_cast<int32_t>(best_i);
+#pragma unroll
+      for (int d = 16; d >= 1; d >>= 1) {
+        const int64_t oi = __shfl_xor_sync(0xffffffffu, first_i, d);
+        const float ov = __shfl_xor_sync(0xffffffffu, first_v, d);
+        if (oi >= 0 && (first_i < 0 || oi < first_i)) first_i = oi, first_v = ov;
+        const int64_t bi = __shfl_xor_sync(0xffffffffu, best_i, d);
+        const float bv = __shfl_xor_sync(0xffffffffu, best_v, d);
+        if (bi >= 0 && (best_i < 0 || bv > best_v || (bv == best_v && bi < best_i))) best_i = bi, best_v = bv;
+      }
+      if (first_i < 0) {
+        best_i = 0;  // only with NaN scores (no strict order): keep the index valid
+        best_v = 0.0f;
+      } else if (first_v != first_v) {
+        best_i = first_i;
+        best_v = first_v;
+      }
+      if (lane == 0) ex[k] = static_cast<int32_t>(best_i);
       prev_i = best_i;
       prev_v = best_v;
     }
   }
+  __syncwarp();
+  if (lane != 0) return;
   float sum = 0.0f;
   for (int64_t k = 0; k < K; ++k) sum += s[ex[k]];
   const float norm = a.norm_topk_prob ? a.routed_scaling_factor / (sum + 1e-20f) : a.routed_scaling_factor;
@@ -216,18 +193,41 @@ __global__ void moe_count_kernel(const int32_t* experts, int64_t routed, int64_t
   pos[i] = (e >= 0 && e < E) ? atomicAdd(counts + e, 1) : -1;
 }
 
-__global__ void moe_plan_kernel(const int32_t* counts, int64_t E, int32_t* offsets, MoeTile* tiles,
-                                int32_t* tile_count) {
-  if (blockIdx.x != 0 || threadIdx.x != 0) return;
-  int32_t off = 0, n = 0;
-  for (int64_t e = 0; e < E; ++e) {
+// One block: thread t takes a contiguous run of experts; a block scan of the runs' rows and tiles
+// gives each run its first row and tile (the same plan as a serial pass over the experts).
+constexpr int kPlanThreads = 1024;
+__global__ void __launch_bounds__(kPlanThreads) moe_plan_kernel(const int32_t* counts, int64_t E, int32_t* offsets,
+                                                                MoeTile* tiles, int32_t* tile_count) {
+  __shared__ int32_t srows[kPlanThreads], stiles[kPlanThreads];
+  const int t = static_cast<int>(threadIdx.x);
+  const int64_t per = (E + kPlanThreads - 1) / kPlanThreads, e0 = t * per, e1 = e0 + per < E ? e0 + per : E;
+  int32_t rows = 0, nt = 0;
+  for (int64_t e = e0; e < e1; ++e) {
+    const int32_t c = counts[e];
+    rows += c;
+    nt += (c + kTT - 1) / kTT;
+  }
+  srows[t] = rows;
+  stiles[t] = nt;
+  __syncthreads();
+  for (int d = 1; d < kPlanThreads; d <<= 1) {  // inclusive scan
+    const int32_t a = t >= d ? srows[t - d] : 0, b = t >= d ? stiles[t - d] : 0;
+    __syncthreads();
+    srows[t] += a;
+    stiles[t] += b;
+    __syncthreads();
+  }
+  int32_t off = srows[t] - rows, n = stiles[t] - nt;
+  for (int64_t e = e0; e < e1; ++e) {
     offsets[e] = off;
     const int32_t c = counts[e];
     for (int32_t r = 0; r < c; r += kTT) tiles[n++] = {static_cast<int32_t>(e), off + r, off + (c < r + kTT ? c : r + kTT), 0};
     off += c;
   }
-  offsets[E] = off;
-  *tile_count = n;
+  if (t == kPlanThreads - 1) {
+    offsets[E] = srows[t];
+    *tile_count = stiles[t];
+  }
 }
 
 __global__ void moe_assign_kernel(const int32_t* experts, const int32_t* pos, const int32_t* offsets, int64_t routed,
@@ -244,35 +244,35 @@ __global__ void moe_assign_kernel(const int32_t* experts, const int32_t* pos, co
   row_token[row] = static_cast<int32_t>(i / K);
 }
 
-// One block per token; each thread some d. Experts added in ascending id (ties: ascending k).
+// Block (t, c): token t, outputs c * blockDim + thread. Experts added in ascending id (ties: ascending k).
 __global__ void moe_combine_kernel(float* out, const float* ye, const int32_t* experts, const float* weights,
                                    const int32_t* row_of, int64_t K, int64_t D) {
   const int64_t t = blockIdx.x;
   const int32_t* ex = experts + t * K;
   const int32_t* rows = row_of + t * K;
-  for (int64_t d = threadIdx.x; d < D; d += blockDim.x) {
-    float v = out[t * D + d];
-    int32_t prev_e = -1;
-    int64_t prev_k = -1;
-    for (int64_t n = 0; n < K; ++n) {
-      int32_t best_e = 0;
-      int64_t best_k = -1;
-      for (int64_t k = 0; k < K; ++k) {
-        if (rows[k] < 0) continue;
-        const int32_t e = ex[k];
-        const bool after = e > prev_e || (e == prev_e && k > prev_k);
-        if (after && (best_k < 0 || e < best_e)) {  // k ascending: the first of equal ids wins
-          best_e = e;
-          best_k = k;
-        }
+  const int64_t d = static_cast<int64_t>(blockIdx.y) * blockDim.x + threadIdx.x;
+  if (d >= D) return;
+  float v = out[t * D + d];
+  int32_t prev_e = -1;
+  int64_t prev_k = -1;
+  for (int64_t n = 0; n < K; ++n) {
+    int32_t best_e = 0;
+    int64_t best_k = -1;
+    for (int64_t k = 0; k < K; ++k) {
+      if (rows[k] < 0) continue;
+      const int32_t e = ex[k];
+      const bool after = e > prev_e || (e == prev_e && k > prev_k);
+      if (after && (best_k < 0 || e < best_e)) {  // k ascending: the first of equal ids wins
+        best_e = e;
+        best_k = k;
       }
-      if (best_k < 0) break;
-      v += weights[t * K + best_k] * ye[static_cast<int64_t>(rows[best_k]) * D + d];
-      prev_e = best_e;
-      prev_k = best_k;
     }
-    out[t * D + d] = v;
+    if (best_k < 0) break;
+    v += weights[t * K + best_k] * ye[static_cast<int64_t>(rows[best_k]) * D + d];
+    prev_e = best_e;
+    prev_k = best_k;
   }
+  out[t * D + d] = v;
 }
 
 __global__ void zero_kernel(float* dst, int64_t n) {
@@ -280,22 +280,95 @@ __global__ void zero_kernel(float* dst, int64_t n) {
   if (i < n) dst[i] = 0.0f;
 }
 
-unsigned tiles_of(int64_t n, int tile) { return static_cast<unsigned>((n + tile - 1) / tile); }
+bool x_vec_ok(const float* x, int64_t ld) { return reinterpret_cast<uintptr_t>(x) % 16 == 0 && ld % 4 == 0; }
+
+// Split K for a weight of `weight_rows` rows in all: from the shape alone (batch invariance).
+int split_for(int64_t weight_rows, int64_t K, int fmt) {
+  const int64_t slab = 32 * skinny::chunk_elems(fmt), nslab = (K + slab - 1) / slab;
+  int ks = 1;
+  while (ks < skinny::kWarps && 2 * ks <= nslab &&
+         (weight_rows * ks + skinny::kRW * skinny::kWarps - 1) / (skinny::kRW * skinny::kWarps) < skinny::kTargetCtas)
+    ks *= 2;
+  return ks;
+}
 
 }  // namespace
+
+int gemm_format(const DevMatrix& w) {
+  using namespace skinny;
+  const int ch = chunk_elems(w.dtype);
+  const bool aligned = reinterpret_cast<uintptr_t>(w.data) % 16 == 0 && w.cols % ch == 0;
+  switch (w.dtype) {
+    case kF32:
+    case kF16:
+    case kBF16:
+      return aligned ? w.dtype : kGeneric;
+    case kF8:
+      return aligned && (!w.scale || (w.block_rows > 0 && w.block_cols > 0 && w.block_cols % 16 == 0)) ? kF8
+                                                                                                      : kGeneric;
+    case kF4:
+      return aligned && w.scale ? kF4 : kGeneric;
+  }
+  return kGeneric;
+}
 
 void launch_linear(const DevMatrix& w, int64_t groups, const float* x, int64_t tokens, float* y) {
   const int64_t R = w.rows / groups;
   if (tokens <= 0 || R <= 0) return;
-  const dim3 grid(tiles_of(R, kTR), tiles_of(tokens, kTT), static_cast<unsigned>(groups));
-  linear_kernel<<<grid, kThreads>>>(w, groups, x, tokens, y);
+  const int fmt = gemm_format(w);
+  const int ks = split_for(w.rows, w.cols, fmt);
+  const int64_t nm = (tokens + skinny::kRows - 1) / skinny::kRows;
+  const int64_t ct = (R + skinny::outs_per_cta(false, ks) - 1) / skinny::outs_per_cta(false, ks);
+  const dim3 grid(static_cast<unsigned>(nm * ct), 1, static_cast<unsigned>(groups));
+  const bool xv = x_vec_ok(x, groups * w.cols) && w.cols % 4 == 0;
+  switch (fmt) {
+#define DEEPINFER_LINEAR(F) \
+  case F: linear_kernel<F><<<grid, skinny::kThreads>>>(w, groups, x, tokens, y, nm, ks, xv); break;
+    DEEPINFER_LINEAR(skinny::kF32)
+    DEEPINFER_LINEAR(skinny::kF16)
+    DEEPINFER_LINEAR(skinny::kBF16)
+    DEEPINFER_LINEAR(skinny::kF8)
+    DEEPINFER_LINEAR(skinny::kF4)
+    default: linear_kernel<skinny::kGeneric><<<grid, skinny::kThreads>>>(w, groups, x, tokens, y, nm, ks, xv);
+#undef DEEPINFER_LINEAR
+  }
 }
 
+namespace {
+
+template <bool kSwiglu>
+void launch_moe_gemm(int fmt, const DevMatrix* wa, const DevMatrix* wb, const MoeTile* tiles, const int32_t* tile_count,
+                     int64_t grid_tiles, int64_t identity_rows, const int32_t* row_src, const float* x, int64_t K,
+                     float* y, int64_t n_out, float limit) {
+  if (grid_tiles <= 0 || n_out <= 0) return;
+  // Routed experts: one split for all (their CTAs are many); the shared expert: by its shape.
+  const int ks = tiles ? 1 : split_for(kSwiglu ? 2 * n_out : n_out, K, fmt);
+  const int outs = skinny::outs_per_cta(kSwiglu, ks);
+  const dim3 grid(static_cast<unsigned>(grid_tiles), static_cast<unsigned>((n_out + outs - 1) / outs));
+  const bool xv = x_vec_ok(x, K);
+  switch (fmt) {
+#define DEEPINFER_MOE(F)                                                                                          \
+  case F:                                                                                                         \
+    moe_gemm_kernel<F, kSwiglu><<<grid, skinny::kThreads>>>(wa, wb, tiles, tile_count, identity_rows, row_src, x, K, \
+                                                            y, n_out, limit, ks, xv);                             \
+    break;
+    DEEPINFER_MOE(skinny::kF32)
+    DEEPINFER_MOE(skinny::kF16)
+    DEEPINFER_MOE(skinny::kBF16)
+    DEEPINFER_MOE(skinny::kF8)
+    DEEPINFER_MOE(skinny::kF4)
+    default:
+      moe_gemm_kernel<skinny::kGeneric, kSwiglu><<<grid, skinny::kThreads>>>(wa, wb, tiles, tile_count, identity_rows,
+                                                                             row_src, x, K, y, n_out, limit, ks, xv);
+#undef DEEPINFER_MOE
+  }
+}
+
+}  // namespace
 
 void launch_moe_route(const MoeRouteArgs& a) {
   if (a.tokens <= 0) return;
-  constexpr int threads = 128;
-  moe_route_kernel<<<blocks_for(a.tokens, threads), threads>>>(a);
+  moe_route_kernel<<<blocks_for(a.tokens, kRouteWarps), 32 * kRouteWarps>>>(a);
 }
 
 void launch_moe_plan(const int32_t* experts, int64_t tokens, int64_t top_k, int64_t num_experts, const MoeIndex& ix) {
@@ -304,31 +377,28 @@ void launch_moe_plan(const int32_t* experts, int64_t tokens, int64_t top_k, int6
   constexpr int threads = 256;
   cudaMemsetAsync(ix.counts, 0, static_cast<size_t>(num_experts) * sizeof(int32_t), 0);
   moe_count_kernel<<<blocks_for(routed, threads), threads>>>(experts, routed, num_experts, ix.counts, ix.pos);
-  moe_plan_kernel<<<1, 1>>>(ix.counts, num_experts, ix.offsets, ix.tiles, ix.tile_count);
+  moe_plan_kernel<<<1, kPlanThreads>>>(ix.counts, num_experts, ix.offsets, ix.tiles, ix.tile_count);
   moe_assign_kernel<<<blocks_for(routed, threads), threads>>>(experts, ix.pos, ix.offsets, routed, top_k, ix.row_of,
                                                               ix.row_token);
 }
 
-void launch_moe_gate_up(const DevMatrix* w1s, const DevMatrix* w3s, const MoeTile* tiles, const int32_t* tile_count,
-                        int64_t grid_tiles, int64_t identity_rows, const int32_t* row_src, const float* x, int64_t D,
-                        int64_t I, float limit, float* h) {
-  if (grid_tiles <= 0 || I <= 0) return;
-  const dim3 grid(static_cast<unsigned>(grid_tiles), tiles_of(I, kTR));
-  moe_gemm_kernel<true><<<grid, kThreads>>>(w1s, w3s, tiles, tile_count, identity_rows, row_src, x, D, h, I, limit);
+void launch_moe_gate_up(int fmt, const DevMatrix* w1s, const DevMatrix* w3s, const MoeTile* tiles,
+                        const int32_t* tile_count, int64_t grid_tiles, int64_t identity_rows, const int32_t* row_src,
+                        const float* x, int64_t D, int64_t I, float limit, float* h) {
+  launch_moe_gemm<true>(fmt, w1s, w3s, tiles, tile_count, grid_tiles, identity_rows, row_src, x, D, h, I, limit);
 }
 
-void launch_moe_down(const DevMatrix* w2s, const MoeTile* tiles, const int32_t* tile_count, int64_t grid_tiles,
-                     int64_t identity_rows, const float* h, int64_t I, int64_t D, float* y) {
-  if (grid_tiles <= 0 || D <= 0) return;
-  const dim3 grid(static_cast<unsigned>(grid_tiles), tiles_of(D, kTR));
-  moe_gemm_kernel<false><<<grid, kThreads>>>(w2s, w2s, tiles, tile_count, identity_rows, nullptr, h, I, y, D, 0.0f);
+void launch_moe_down(int fmt, const DevMatrix* w2s, const MoeTile* tiles, const int32_t* tile_count,
+                     int64_t grid_tiles, int64_t identity_rows, const float* h, int64_t I, int64_t D, float* y) {
+  launch_moe_gemm<false>(fmt, w2s, w2s, tiles, tile_count, grid_tiles, identity_rows, nullptr, h, I, y, D, 0.0f);
 }
 
 void launch_moe_combine(float* out, const float* ye, const int32_t* experts, const float* weights,
                         const int32_t* row_of, int64_t tokens, int64_t top_k, int64_t D) {
   if (tokens <= 0 || top_k <= 0 || D <= 0) return;
   const int threads = D >= 256 ? 256 : 64;
-  moe_combine_kernel<<<static_cast<unsigned>(tokens), threads>>>(out, ye, experts, weights, row_of, top_k, D);
+  const dim3 grid(static_cast<unsigned>(tokens), static_cast<unsigned>((D + threads - 1) / threads));
+  moe_combine_kernel<<<grid, threads>>>(out, ye, experts, weights, row_of, top_k, D);
 }
 
 void launch_zero(float* dst, int64_t n) {

@@ -5,8 +5,9 @@
 // caller (ops_gemm.cpp) validates shapes and checks each launch. Built by nvcc (gemm_kernels.cu) and
 // g++ alike, so nothing here includes deepinfer headers beyond device_types.h.
 //
-// Every output value is one thread's float32 chain over the inner dimension in ascending order
-// (fmaf), whatever the tiling or the other rows of the call: results are batch invariant.
+// Every output value is the same float32 arithmetic whatever the other rows of the call (fixed lane
+// chunks, a fixed butterfly and a split-K chosen from the weight's shape; skinny_gemm.cuh): results
+// are batch invariant.
 #include <cstddef>
 #include <cstdint>
 
@@ -14,9 +15,14 @@
 
 namespace deepinfer::cuda {
 
-// Tile of the GEMM kernels: 64 outputs x 32 rows (tokens) per block of 256 threads.
-constexpr int kGemmTileOut = 64;
-constexpr int kGemmTileRows = 32;
+// Rows (tokens) per CTA pass of the GEMM kernels, and so per MoE tile.
+constexpr int kGemmTileRows = 8;
+
+// The kernel format of a stored weight: its dtype where the vector path takes it (16-byte aligned
+// rows, FP8 blocks a multiple of 16 columns), else the element-wise one. MoE launches take the
+// format all their experts share (kGemmGenericFormat, the element-wise path, where they differ).
+int gemm_format(const DevMatrix& w);
+constexpr int kGemmGenericFormat = 6;
 
 // y[t, g*R + r] = sum_c W[g*R + r, c] x[t, g*C + c] for W [groups*R, C] (groups = 1: plain linear);
 // x [tokens, groups*C], y [tokens, groups*R], both contiguous float32.
@@ -63,11 +69,11 @@ void launch_moe_plan(const int32_t* experts, int64_t tokens, int64_t top_k, int6
 // times x[row_src[row]] (row_src null: row itself). With tiles null, rows [0, identity_rows) run
 // on expert 0 of w1s / w3s (the shared expert); else grid_tiles blocks read tiles[] up to *tile_count.
 // x [*, D], h [rows, I].
-void launch_moe_gate_up(const DevMatrix* w1s, const DevMatrix* w3s, const MoeTile* tiles, const int32_t* tile_count,
-                        int64_t grid_tiles, int64_t identity_rows, const int32_t* row_src, const float* x, int64_t D,
-                        int64_t I, float limit, float* h);
+void launch_moe_gate_up(int fmt, const DevMatrix* w1s, const DevMatrix* w3s, const MoeTile* tiles,
+                        const int32_t* tile_count, int64_t grid_tiles, int64_t identity_rows, const int32_t* row_src,
+                        const float* x, int64_t D, int64_t I, float limit, float* h);
 // y[row, d] = w2 of the row's expert times h[row] (same tiling as launch_moe_gate_up). y [rows, D].
-void launch_moe_down(const DevMatrix* w2s, const MoeTile* tiles, const int32_t* tile_count, int64_t grid_tiles,
+void launch_moe_down(int fmt, const DevMatrix* w2s, const MoeTile* tiles, const int32_t* tile_count, int64_t grid_tiles,
                      int64_t identity_rows, const float* h, int64_t I, int64_t D, float* y);
 // out[t] += weights[t, k] * ye[row_of[t, k]] over token t's experts in ascending expert id.
 void launch_moe_combine(float* out, const float* ye, const int32_t* experts, const float* weights,

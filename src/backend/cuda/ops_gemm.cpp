@@ -1,6 +1,7 @@
 // CUDA linear layers over stored weight formats, and the MoE pipeline (routing, experts). Host side:
 // validation, weight mirrors and staging; the kernels are in gemm_kernels.cu.
 #include <algorithm>
+#include <initializer_list>
 #include <vector>
 
 #include "backend/cpu/ops.h"  // torch_top_k_indices: TopKTies::Reference
@@ -13,6 +14,18 @@ namespace {
 
 bool same_shape(const WeightMatrix* w, int64_t rows, int64_t cols) {
   return w != nullptr && w->rows == rows && w->cols == cols;
+}
+
+// The kernel format shared by every matrix of one MoE launch (the element-wise one if they differ).
+int common_format(std::initializer_list<const std::vector<DevMatrix>*> lists) {
+  int fmt = -1;
+  for (const auto* l : lists)
+    for (const DevMatrix& m : *l) {
+      const int f = gemm_format(m);
+      if (fmt < 0) fmt = f;
+      if (f != fmt) return kGemmGenericFormat;
+    }
+  return fmt < 0 ? kGemmGenericFormat : fmt;
 }
 
 }  // namespace
@@ -148,15 +161,16 @@ void CudaBackend::moe_experts(const backend::MoeWeights& w, TensorView x, Tensor
   if (w.shared.w1) {
     DEEPINFER_CHECK(same_shape(w.shared.w1, Is, D) && same_shape(w.shared.w3, Is, D) && same_shape(w.shared.w2, D, Is),
                     "moe_experts: shared expert does not fit D = {}", D);
-    const DevMatrix s1[1] = {weight(*w.shared.w1).dev()}, s3[1] = {weight(*w.shared.w3).dev()},
-                    s2[1] = {weight(*w.shared.w2).dev()};
+    const std::vector<DevMatrix> s1 = {weight(*w.shared.w1).dev()}, s3 = {weight(*w.shared.w3).dev()},
+                                 s2 = {weight(*w.shared.w2).dev()};
     const DevMatrix* d1 = stage(std::span<const DevMatrix>(s1));
     const DevMatrix* d3 = stage(std::span<const DevMatrix>(s3));
     const DevMatrix* d2 = stage(std::span<const DevMatrix>(s2));
     const int64_t tiles = (T + kGemmTileRows - 1) / kGemmTileRows;
-    launch_moe_gate_up(d1, d3, nullptr, nullptr, tiles, T, nullptr, x.f32(), D, Is, limit, h);
+    launch_moe_gate_up(common_format({&s1, &s3}), d1, d3, nullptr, nullptr, tiles, T, nullptr, x.f32(), D, Is, limit,
+                       h);
     DEEPINFER_CUDA_LAUNCHED();
-    launch_moe_down(d2, nullptr, nullptr, tiles, T, h, Is, D, out.f32());
+    launch_moe_down(common_format({&s2}), d2, nullptr, nullptr, tiles, T, h, Is, D, out.f32());
     DEEPINFER_CUDA_LAUNCHED();
   } else {
     launch_zero(out.f32(), T * D);
@@ -194,9 +208,10 @@ void CudaBackend::moe_experts(const backend::MoeWeights& w, TensorView x, Tensor
   ix.tiles = reinterpret_cast<MoeTile*>(p);
   launch_moe_plan(experts.i32(), T, K, E, ix);
   DEEPINFER_CUDA_LAUNCHED();
-  launch_moe_gate_up(d1, d3, ix.tiles, ix.tile_count, max_tiles, 0, ix.row_token, x.f32(), D, I, limit, h);
+  launch_moe_gate_up(common_format({&m1, &m3}), d1, d3, ix.tiles, ix.tile_count, max_tiles, 0, ix.row_token, x.f32(),
+                     D, I, limit, h);
   DEEPINFER_CUDA_LAUNCHED();
-  launch_moe_down(d2, ix.tiles, ix.tile_count, max_tiles, 0, h, I, D, ye);
+  launch_moe_down(common_format({&m2}), d2, ix.tiles, ix.tile_count, max_tiles, 0, h, I, D, ye);
   DEEPINFER_CUDA_LAUNCHED();
   launch_moe_combine(out.f32(), ye, experts.i32(), weights.f32(), ix.row_of, T, K, D);
   DEEPINFER_CUDA_LAUNCHED();

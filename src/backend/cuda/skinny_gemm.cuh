@@ -1,0 +1,312 @@
+#pragma once
+// The weight-streaming GEMM tile behind linear, grouped_linear and the MoE experts (nvcc only;
+// included by gemm_kernels.cu). Decode reads each weight once and is memory bound, so a CTA owns a
+// few weight rows, streams them with 16-byte loads, widens FP8 / FP4 with bit tricks in registers
+// and applies every loaded weight to all (up to 8) rows of its row chunk.
+//
+// Fixed arithmetic (batch invariance): lane l of a warp owns the 16-byte chunk l of every 512-byte
+// slab of a weight row; its float32 fmaf chain runs over its chunks' elements in ascending order,
+// the 32 lanes are summed by a fixed xor butterfly, and the ks warps of a split-K (ks chosen from
+// the weight's shape only) are added in ascending order. None of it depends on the call's rows.
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "backend/cuda/device_math.cuh"
+
+namespace deepinfer::cuda::skinny {
+
+// Kernel formats: the stored dtype's DType number, or kGeneric (weight_at per element) for layouts
+// the vector path does not take (see gemm_format()).
+constexpr int kF32 = 0, kF16 = 1, kBF16 = 2, kF8 = 3, kF4 = 5, kGeneric = 6;
+constexpr int kWarps = 8, kThreads = 32 * kWarps;
+constexpr int kRW = 4;     // weight rows per warp (linear: 4 outputs; SwiGLU: 2 gate + 2 up rows)
+constexpr int kRows = 8;   // rows (tokens) per CTA pass
+constexpr int kTargetCtas = 264;  // split K until a shape gives about 2 CTAs per SM (132 SMs)
+
+// Elements per lane chunk (16 bytes; the generic path takes 4 at a time).
+__host__ __device__ constexpr int chunk_elems(int fmt) {
+  return fmt == kF32 ? 4 : fmt == kF16 || fmt == kBF16 ? 8 : fmt == kF8 ? 16 : fmt == kF4 ? 32 : 4;
+}
+
+// One CTA's work: outputs [o0, o0 + per CTA) of n_out for rows [rb, re) (row r reads x row
+// row_src[r], or r; writes y row r).
+struct Job {
+  DevMatrix wa, wb;  // wb: the up projection under SwiGLU
+  int64_t w_row0, o0, n_out, K;
+  const float* x;
+  int64_t ldx;
+  const int32_t* row_src;
+  int64_t rb, re;
+  float* y;
+  int64_t ldy;
+  float limit;
+  int ks;
+  bool x_vec;  // x and ldx allow float4 loads (changes how x is read, not the arithmetic)
+};
+
+__device__ __forceinline__ uint32_t word_of(const uint4& v, int i) {
+  return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
+}
+__device__ __forceinline__ uint32_t shift_by(uint32_t v, int n) { return n >= 0 ? v << n : v >> -n; }
+
+// Elements 4q .. 4q+3 of a lane chunk, scaled. kExact: the reference decodings (NaN codes, scales
+// whose product with 2^120 / 2^126 overflows); else the bit-trick decodings, the same values.
+template <int F, bool kExact>
+__device__ __forceinline__ void decode4(const uint4& raw, int q, float s, float S, float* out) {
+  if constexpr (F == kF32) {
+#pragma unroll
+    for (int j = 0; j < 4; ++j) out[j] = __uint_as_float(word_of(raw, j));
+  } else if constexpr (F == kBF16) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const uint32_t u = word_of(raw, 2 * q + h);
+      out[2 * h] = __uint_as_float(u << 16);
+      out[2 * h + 1] = __uint_as_float(u & 0xffff0000u);
+    }
+  } else if constexpr (F == kF16) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const uint32_t u = word_of(raw, 2 * q + h);
+      out[2 * h] = f16_bits_to_f32(static_cast<uint16_t>(u & 0xffff));
+      out[2 * h + 1] = f16_bits_to_f32(static_cast<uint16_t>(u >> 16));
+    }
+  } else if constexpr (F == kF8) {
+    const uint32_t u = word_of(raw, q);
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      if constexpr (kExact) {
+        out[j] = f8e4m3_to_f32(static_cast<uint8_t>(u >> (8 * j))) * s;
+      } else {
+        // eeeemmm into the low exponent / high mantissa bits of a float: value * 2^-120, exact.
+        const uint32_t bits = (shift_by(u, 20 - 8 * j) & 0x07f00000u) | (shift_by(u, 24 - 8 * j) & 0x80000000u);
+        out[j] = __uint_as_float(bits) * S;
+      }
+    }
+  } else if constexpr (F == kF4) {
+    const uint32_t u = word_of(raw, q >> 1) >> (16 * (q & 1));  // nibble n of word w is element 8w + n
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const int o = 4 * j;
+      if constexpr (kExact) {
+        out[j] = f4e2m1_to_f32(static_cast<uint8_t>((u >> o) & 0xf)) * s;
+      } else {
+        // eem into exponent bits 23-24 and mantissa bit 22: value * 2^-126, exact.
+        const uint32_t bits = (shift_by(u, 22 - o) & 0x01c00000u) | (shift_by(u, 28 - o) & 0x80000000u);
+        out[j] = __uint_as_float(bits) * S;
+      }
+    }
+  }
+}
+
+// Block scale at column k of a weight row whose scale row starts at index srow (FP8 / FP4).
+template <int F>
+__device__ __forceinline__ float scale_at(const DevMatrix& w, int64_t srow, int64_t k) {
+  if constexpr (F == kF8) {
+    if (!w.scale) return 1.0f;
+    const int64_t i = srow + static_cast<uint32_t>(k) / static_cast<uint32_t>(w.block_cols);
+    return w.scale_dtype == 4 ? e8m0_to_f32(w.scale[i]) : reinterpret_cast<const float*>(w.scale)[i];
+  } else {
+    return e8m0_to_f32(w.scale[srow + (k >> 5)]);
+  }
+}
+
+__device__ __forceinline__ float4 load_x4(const float* p, bool vec) {
+  if (vec) return __ldg(reinterpret_cast<const float4*>(p));
+  return make_float4(__ldg(p), __ldg(p + 1), __ldg(p + 2), __ldg(p + 3));
+}
+
+// Elements 4q .. 4q+3 of the lane chunk at k0: acc[r][m] += w[r] . x[m].
+template <int F, int RM, bool kExact>
+__device__ __forceinline__ void quad_fma(const uint4* raw, const float* s, const float* S, const float* const* xr,
+                                         int64_t k0, bool x_vec, int q, float (&acc)[kRW][RM]) {
+  float w[kRW][4];
+#pragma unroll
+  for (int r = 0; r < kRW; ++r) decode4<F, kExact>(raw[r], q, s[r], S[r], w[r]);
+#pragma unroll
+  for (int m = 0; m < RM; ++m) {
+    const float4 xv = load_x4(xr[m] + k0 + 4 * q, x_vec);
+#pragma unroll
+    for (int r = 0; r < kRW; ++r) {
+      acc[r][m] = fmaf(xv.x, w[r][0], acc[r][m]);
+      acc[r][m] = fmaf(xv.y, w[r][1], acc[r][m]);
+      acc[r][m] = fmaf(xv.z, w[r][2], acc[r][m]);
+      acc[r][m] = fmaf(xv.w, w[r][3], acc[r][m]);
+    }
+  }
+}
+
+// acc[r][m] += the lane chunk at k0 of weight rows wrow[r] times x rows xr[m] (vector formats).
+// One or two rows: unrolled, so the chunk's x loads are all in flight at once (a chain of
+// dependent x loads would bound the decode GEMV); more rows: a loop (unrolled, the compiler hoists
+// every x load of the chunk and spills), their arithmetic hides the latency.
+template <int F, int RM, bool kExact>
+__device__ __forceinline__ void chunk_fma(const uint4* raw, const float* s, const float* S, const float* const* xr,
+                                          int64_t k0, bool x_vec, float (&acc)[kRW][RM]) {
+  constexpr int CH = chunk_elems(F);
+  if constexpr (RM <= 2) {
+#pragma unroll
+    for (int q = 0; q < CH / 4; ++q) quad_fma<F, RM, kExact>(raw, s, S, xr, k0, x_vec, q, acc);
+  } else {
+#pragma unroll 1
+    for (int q = 0; q < CH / 4; ++q) quad_fma<F, RM, kExact>(raw, s, S, xr, k0, x_vec, q, acc);
+  }
+}
+
+__device__ __forceinline__ float silu_f(float x) { return x * (1.0f / (1.0f + expf(-x))); }
+
+// The CTA's tile for a row chunk of RM rows or fewer.
+template <int F, bool kSwiglu, int RM>
+__device__ __forceinline__ void tile(const Job& j, float (&red)[kWarps][kRW][kRows]) {
+  constexpr int CH = chunk_elems(F);
+  constexpr int64_t kSlab = 32 * CH;
+  const int lane = static_cast<int>(threadIdx.x) & 31, warp = static_cast<int>(threadIdx.x) >> 5;
+  const int ks = j.ks, ksi = warp % ks, rg = warp / ks;
+  const DevMatrix* wm[kRW];
+  int64_t wrow[kRW];
+#pragma unroll
+  for (int r = 0; r < kRW; ++r) {
+    const int64_t o = kSwiglu ? j.o0 + rg * 2 + (r & 1) : j.o0 + rg * kRW + r;
+    wm[r] = (kSwiglu && r >= 2) ? &j.wb : &j.wa;
+    wrow[r] = j.w_row0 + (o < j.n_out ? o : 0);  // rows past the end compute row 0, never stored
+  }
+  const float* xr[RM];
+#pragma unroll
+  for (int m = 0; m < RM; ++m) {
+    const int64_t row = j.rb + m < j.re ? j.rb + m : j.rb;  // missing rows repeat the first, never stored
+    xr[m] = j.x + (j.row_src ? static_cast<int64_t>(j.row_src[row]) : row) * j.ldx;
+  }
+  float acc[kRW][RM];
+#pragma unroll
+  for (int r = 0; r < kRW; ++r)
+#pragma unroll
+    for (int m = 0; m < RM; ++m) acc[r][m] = 0.0f;
+
+  const int64_t K = j.K, nslab = (K + kSlab - 1) / kSlab;
+  if constexpr (F == kGeneric) {
+    for (int64_t sl = ksi; sl < nslab; sl += ks) {
+      const int64_t k0 = sl * kSlab + lane * CH;
+#pragma unroll
+      for (int e = 0; e < CH; ++e) {
+        const int64_t k = k0 + e;
+        if (k >= K) break;
+        float w[kRW];
+#pragma unroll
+        for (int r = 0; r < kRW; ++r) w[r] = weight_at(*wm[r], wrow[r], k);
+#pragma unroll
+        for (int m = 0; m < RM; ++m) {
+          const float xv = __ldg(xr[m] + k);
+#pragma unroll
+          for (int r = 0; r < kRW; ++r) acc[r][m] = fmaf(xv, w[r], acc[r][m]);
+        }
+      }
+    }
+  } else {
+    constexpr int64_t kBytes = F == kF32 ? 4 : F == kF8 ? 1 : 2;  // FP4: pitch K / 2 below
+    const uint8_t* base[kRW];
+    int64_t srow[kRW];  // first scale index of each row (block row for FP8)
+#pragma unroll
+    for (int r = 0; r < kRW; ++r) {
+      base[r] = wm[r]->data + (F == kF4 ? wrow[r] * (K / 2) : wrow[r] * K * kBytes);
+      srow[r] = F == kF8 ? (wrow[r] / (wm[r]->block_rows > 0 ? wm[r]->block_rows : 1)) * wm[r]->scale_cols
+                         : wrow[r] * wm[r]->scale_cols;
+    }
+    // Lane chunk of slab sl (zeros past K: K is a multiple of CH, so a chunk is whole or absent).
+    auto load = [&](int64_t sl, uint4 (&raw)[kRW]) {
+      const int64_t k0 = sl * kSlab + lane * CH;
+#pragma unroll
+      for (int r = 0; r < kRW; ++r)
+        raw[r] = k0 < K ? __ldg(reinterpret_cast<const uint4*>(base[r] + (F == kF4 ? k0 / 2 : k0 * kBytes)))
+                        : make_uint4(0, 0, 0, 0);
+    };
+    uint4 raw[kRW];
+    if (ksi < nslab) load(ksi, raw);
+#pragma unroll 1
+    for (int64_t sl = ksi; sl < nslab; sl += ks) {
+      // The next slab's loads are in flight during this slab's arithmetic.
+      uint4 next[kRW];
+      if (sl + ks < nslab) load(sl + ks, next);
+      const int64_t k0 = sl * kSlab + lane * CH;
+      if (k0 < K) {
+        float s[kRW], S[kRW];
+        bool exact = false;
+#pragma unroll
+        for (int r = 0; r < kRW; ++r) {
+          s[r] = S[r] = 1.0f;
+          if constexpr (F == kF8 || F == kF4) {
+            s[r] = scale_at<F>(*wm[r], srow[r], k0);
+            S[r] = s[r] * (F == kF8 ? 0x1p120f : 0x1p126f);
+            exact |= fabsf(S[r]) == INFINITY && fabsf(s[r]) != INFINITY;  // s * 2^120 overflowed
+          }
+          if constexpr (F == kF8) {
+            uint32_t nan = 0;  // any 0x7f / 0xff code (NaN in e4m3fn)
+#pragma unroll
+            for (int i = 0; i < 4; ++i) nan |= __vcmpeq4(word_of(raw[r], i) & 0x7f7f7f7fu, 0x7f7f7f7fu);
+            exact |= nan != 0;
+          }
+        }
+        if (!exact)
+          chunk_fma<F, RM, false>(raw, s, S, xr, k0, j.x_vec, acc);
+        else
+          chunk_fma<F, RM, true>(raw, s, S, xr, k0, j.x_vec, acc);
+      }
+#pragma unroll
+      for (int r = 0; r < kRW; ++r) raw[r] = next[r];
+    }
+  }
+  // Lanes: a fixed butterfly (every lane ends with the same sum).
+#pragma unroll
+  for (int r = 0; r < kRW; ++r)
+#pragma unroll
+    for (int m = 0; m < RM; ++m) {
+      float v = acc[r][m];
+#pragma unroll
+      for (int d = 16; d >= 1; d >>= 1) v += __shfl_xor_sync(0xffffffffu, v, d);
+      acc[r][m] = v;
+    }
+  if (lane == 0) {
+#pragma unroll
+    for (int r = 0; r < kRW; ++r)
+#pragma unroll
+      for (int m = 0; m < RM; ++m) red[warp][r][m] = acc[r][m];
+  }
+  __syncthreads();
+  // Split-K partials in ascending order, then the epilogue; one thread per (output, row).
+  const int outs = (kSwiglu ? 2 : kRW) * (kWarps / ks);
+  const int t = static_cast<int>(threadIdx.x);
+  if (t >= outs * RM) return;
+  const int oi = t / RM, m = t % RM;
+  const int64_t row = j.rb + m, o = j.o0 + oi;
+  if (row >= j.re || o >= j.n_out) return;
+  const int g = oi / (kSwiglu ? 2 : kRW), r = oi % (kSwiglu ? 2 : kRW);
+  float v = red[g * ks][r][m];
+  for (int i = 1; i < ks; ++i) v += red[g * ks + i][r][m];
+  if constexpr (kSwiglu) {
+    float u = red[g * ks][r + 2][m];
+    for (int i = 1; i < ks; ++i) u += red[g * ks + i][r + 2][m];
+    const float gl = j.limit < v ? j.limit : v;                                   // std::min(g, limit)
+    const float uc = u < -j.limit ? -j.limit : (j.limit < u ? j.limit : u);      // std::clamp(u, -limit, limit)
+    v = silu_f(gl) * uc;
+  }
+  j.y[row * j.ldy + o] = v;
+}
+
+// Runs the tile with the smallest row template that holds the chunk (the arithmetic is the same).
+template <int F, bool kSwiglu>
+__device__ __forceinline__ void run(const Job& j) {
+  __shared__ float red[kWarps][kRW][kRows];
+  const int64_t n = j.re - j.rb;
+  if (n <= 1)
+    tile<F, kSwiglu, 1>(j, red);
+  else if (n <= 2)
+    tile<F, kSwiglu, 2>(j, red);
+  else if (n <= 4)
+    tile<F, kSwiglu, 4>(j, red);
+  else
+    tile<F, kSwiglu, 8>(j, red);
+}
+
+// Outputs per CTA under split ks.
+__host__ __device__ constexpr int outs_per_cta(bool swiglu, int ks) { return (swiglu ? 2 : kRW) * (kWarps / ks); }
+
+}  // namespace deepinfer::cuda::skinny
