@@ -19,6 +19,8 @@
 # OURS_ARGS (extra deepinfer bench arguments), NCU=0.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
+# tools/gpu/build.sh ships the binaries compressed.
+if [ -f .gpu/stage.tar.xz ]; then (cd .gpu && tar -xJf stage.tar.xz); fi
 root=$(pwd)
 out=${OUT:-/tmp/deepinfer-bench}
 work=/tmp/dsv4

@@ -5,6 +5,8 @@
 # on CUDA, and a CLI generation on both devices; prints a summary table. Logs go to $OUT if set.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
+# tools/gpu/build.sh ships the binaries compressed.
+if [ -f .gpu/stage.tar.xz ]; then (cd .gpu && tar -xJf stage.tar.xz); fi
 root=$(pwd)
 out=${OUT:-/tmp/deepinfer-gpu}
 mkdir -p "$out"
