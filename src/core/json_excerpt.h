@@ -12,14 +12,14 @@ namespace deepinfer {
 
 inline std::string json_excerpt(const nlohmann::json& v, size_t max = 80) {
   constexpr size_t kMaxNodes = 64;
-  std::vector<const nlohmann::json*> todo{&v};
+  std::vector<const nlohmann::json*> pending{&v};
   size_t nodes = 0;
-  while (!todo.empty() && nodes <= kMaxNodes) {
-    const nlohmann::json* j = todo.back();
-    todo.pop_back();
+  while (!pending.empty() && nodes <= kMaxNodes) {
+    const nlohmann::json* j = pending.back();
+    pending.pop_back();
     ++nodes;
     if (j->is_structured())
-      for (const auto& child : *j) todo.push_back(&child);
+      for (const auto& child : *j) pending.push_back(&child);
   }
   if (nodes <= kMaxNodes) return elide(v.dump(), max);
   return fmt::format("{} of {} {}", v.is_array() ? "an array" : "an object", v.size(),
