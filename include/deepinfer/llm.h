@@ -365,6 +365,7 @@ class LLM {
 
  private:
   struct Impl;
+  friend struct LLMInternals;  // the server's engine loop (src/serve) drives Impl directly
   std::unique_ptr<Impl> impl_;
 };
 

@@ -10,12 +10,14 @@
 
 namespace deepinfer {
 
-inline std::string json_excerpt(const nlohmann::json& v, size_t max = 80) {
+// Any nlohmann basic_json (json, ordered_json).
+template <typename JsonT = nlohmann::json>
+std::string json_excerpt(const JsonT& v, size_t max = 80) {
   constexpr size_t kMaxNodes = 64;
-  std::vector<const nlohmann::json*> pending{&v};
+  std::vector<const JsonT*> pending{&v};
   size_t nodes = 0;
   while (!pending.empty() && nodes <= kMaxNodes) {
-    const nlohmann::json* j = pending.back();
+    const JsonT* j = pending.back();
     pending.pop_back();
     ++nodes;
     if (j->is_structured())

@@ -48,6 +48,17 @@ void GenerationRun::abort_all() {
   unfinished_ = 0;
 }
 
+bool GenerationRun::abort(size_t index) {
+  for (auto it = index_of_.begin(); it != index_of_.end(); ++it) {
+    if (it->second != index) continue;
+    engine_.abort(it->first);
+    index_of_.erase(it);
+    --unfinished_;
+    return true;
+  }
+  return false;
+}
+
 void GenerationRun::add(std::vector<int32_t> prompt_ids, std::optional<std::string> prompt_text,
                         const SamplingParams& p, std::optional<ChatParse> chat) {
   engine::RequestParams params = to_request_params(p);

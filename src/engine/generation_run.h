@@ -42,6 +42,8 @@ class GenerationRun {
   // Steps until every request finished, passing each event to `on_event`; returns the outputs.
   std::vector<RequestOutput> run(const StreamCallback& on_event);
   void abort_all();
+  // Aborts one unfinished request (its blocks go back at once); false when it already finished.
+  bool abort(size_t index);
 
  private:
   // Chat: the same tokens detokenized with special tokens kept (</think> and the tool-call

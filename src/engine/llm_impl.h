@@ -49,4 +49,9 @@ struct LLM::Impl {
   }
 };
 
+// Internal access for code that drives the engine itself (the server's engine loop).
+struct LLMInternals {
+  static LLM::Impl& impl(LLM& llm) { return *llm.impl_; }
+};
+
 }  // namespace deepinfer

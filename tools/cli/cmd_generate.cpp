@@ -16,6 +16,7 @@
 #include <string>
 
 #include "cli/command.h"
+#include "cli/engine_flags.h"
 #include "core/json_excerpt.h"
 #include "cli/generate_fields.h"
 #include "core/error.h"
@@ -46,14 +47,7 @@ struct GenerateArgs {
   std::optional<uint64_t> seed;
   bool print_ids = false;
   bool ignore_eos = false;
-  int64_t threads = 0;
-  std::string device;
-  int64_t prefill_chunk = 512;
-  std::optional<std::string> kv_memory;
-  int64_t max_num_seqs = 64;
-  int64_t max_num_batched_tokens = 2048;
-  bool no_prefix_caching = false;
-  int64_t swa_replay_keep = 140;
+  EngineFlags engine;
 };
 
 // Errors reach main() as one line; multi-line messages (e.g. lists of missing tensors) are joined.
@@ -106,18 +100,7 @@ void note_pool_limit(const LLM& llm, const io::ModelConfig& config) {
 }
 
 EngineConfig engine_config(const GenerateArgs& args, std::function<void(size_t, size_t)> progress) {
-  EngineConfig config;
-  config.kv_memory_bytes = args.kv_memory ? engine::parse_memory_size(*args.kv_memory) : 0;
-  config.max_num_seqs = args.max_num_seqs;
-  config.enable_prefix_caching = !args.no_prefix_caching;
-  config.swa_replay_keep = args.swa_replay_keep;
-  config.max_num_batched_tokens = args.max_num_batched_tokens;
-  config.max_prefill_chunk = args.prefill_chunk;
-  config.threads = args.threads;
-  config.device = args.device;
-  config.seed = args.seed;
-  config.load_progress = std::move(progress);
-  return config;
+  return cli::engine_config(args.engine, args.seed, std::move(progress));
 }
 
 // --- one prompt, streamed ---
@@ -426,7 +409,7 @@ int run_generate(const GenerateArgs& args) {
   const io::ModelConfig config = io::load_model_config(dir);
   std::optional<Tokenizer> tokenizer;
   if (fs::exists(dir / "tokenizer.json")) tokenizer.emplace(Tokenizer::from_model_dir(dir));
-  if (args.kv_memory) engine::parse_memory_size(*args.kv_memory);
+  check_engine_flags(args.engine);
   return args.input ? run_file(args, dir, config, tokenizer) : run_single(args, dir, config, tokenizer);
 }
 
@@ -468,37 +451,7 @@ const CommandRegistration registration{Command{
                      "base from which lines without a seed get their own (reproducible run to run)");
       sub.add_flag("--print-ids", args->print_ids, "Print the generated ids, space-separated, on the last line of stdout");
       sub.add_flag("--ignore-eos", args->ignore_eos, "Keep generating past EOS (for benchmarks)");
-      sub.add_option("--threads", args->threads, "CPU threads (default: all cores, or DEEPINFER_THREADS)")
-          ->check(CLI::PositiveNumber);
-      sub.add_option("--device", args->device,
-                     "Backend to run on: cpu or cuda (cuda needs a build with -DDEEPINFER_CUDA=ON and a GPU). "
-                     "Default: DEEPINFER_DEVICE, else cpu")
-          ->check(CLI::IsMember({"cpu", "cuda"}));
-      sub.add_option("--prefill-chunk", args->prefill_chunk, "Most prompt tokens of one sequence per step")
-          ->default_val(512)
-          ->check(CLI::PositiveNumber);
-      sub.add_option("--kv-memory", args->kv_memory,
-                     "Memory for the model state of running sequences: bytes with an optional K/M/G/T suffix (2G, "
-                     "512M) or a fraction of RAM (0.3 or 30%). Default: 25% of RAM, never more than --max-num-seqs "
-                     "sequences at full context need. Reserved, not touched until used");
-      sub.add_option("--max-num-seqs", args->max_num_seqs,
-                     "Most sequences running at once (each holds one state slot); more requests wait their turn")
-          ->default_val(64)
-          ->check(CLI::PositiveNumber);
-      sub.add_option("--max-num-batched-tokens", args->max_num_batched_tokens,
-                     "Tokens per engine step: the decodes of running sequences first, then chunks of waiting prompts")
-          ->default_val(2048)
-          ->check(CLI::PositiveNumber);
-      sub.add_flag("--no-prefix-caching", args->no_prefix_caching,
-                   "Turn off automatic prefix caching (on by default: requests that start with the tokens of an "
-                   "earlier one reuse its state, in blocks of 64 positions on kjv, 128 on V4-Flash; each --output "
-                   "line reports \"cached_tokens\")");
-      sub.add_option("--swa-replay-keep", args->swa_replay_keep,
-                     "Sliding-window state after a prefix-cache hit: recompute this many tokens before the hit with "
-                     "the window clamped there (bounded replay; must be >= the model's sliding window), or 0 for "
-                     "exact: window-state snapshots are cached too and outputs equal uncached ones")
-          ->default_val(140)
-          ->check(CLI::NonNegativeNumber);
+      add_engine_flags(sub, args->engine);
       return [args] {
         try {
           return run_generate(*args);

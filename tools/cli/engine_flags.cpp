@@ -1,0 +1,61 @@
+#include "cli/engine_flags.h"
+
+#include "engine/memory_budget.h"
+
+namespace deepinfer::cli {
+
+void add_engine_flags(CLI::App& sub, EngineFlags& flags) {
+  sub.add_option("--threads", flags.threads, "CPU threads (default: all cores, or DEEPINFER_THREADS)")
+      ->check(CLI::PositiveNumber);
+  sub.add_option("--device", flags.device,
+                 "Backend to run on: cpu or cuda (cuda needs a build with -DDEEPINFER_CUDA=ON and a GPU). "
+                 "Default: DEEPINFER_DEVICE, else cpu")
+      ->check(CLI::IsMember({"cpu", "cuda"}));
+  sub.add_option("--prefill-chunk", flags.prefill_chunk, "Most prompt tokens of one sequence per step")
+      ->default_val(512)
+      ->check(CLI::PositiveNumber);
+  sub.add_option("--kv-memory", flags.kv_memory,
+                 "Memory for the model state of running sequences: bytes with an optional K/M/G/T suffix (2G, "
+                 "512M) or a fraction of RAM (0.3 or 30%). Default: 25% of RAM, never more than --max-num-seqs "
+                 "sequences at full context need. Reserved, not touched until used");
+  sub.add_option("--max-num-seqs", flags.max_num_seqs,
+                 "Most sequences running at once (each holds one state slot); more requests wait their turn")
+      ->default_val(64)
+      ->check(CLI::PositiveNumber);
+  sub.add_option("--max-num-batched-tokens", flags.max_num_batched_tokens,
+                 "Tokens per engine step: the decodes of running sequences first, then chunks of waiting prompts")
+      ->default_val(2048)
+      ->check(CLI::PositiveNumber);
+  sub.add_flag("--no-prefix-caching", flags.no_prefix_caching,
+               "Turn off automatic prefix caching (on by default: requests that start with the tokens of an "
+               "earlier one reuse its state, in blocks of 64 positions on kjv, 128 on V4-Flash, reported as "
+               "\"cached_tokens\")");
+  sub.add_option("--swa-replay-keep", flags.swa_replay_keep,
+                 "Sliding-window state after a prefix-cache hit: recompute this many tokens before the hit with "
+                 "the window clamped there (bounded replay; must be >= the model's sliding window), or 0 for "
+                 "exact: window-state snapshots are cached too and outputs equal uncached ones")
+      ->default_val(140)
+      ->check(CLI::NonNegativeNumber);
+}
+
+void check_engine_flags(const EngineFlags& flags) {
+  if (flags.kv_memory) engine::parse_memory_size(*flags.kv_memory);
+}
+
+EngineConfig engine_config(const EngineFlags& flags, std::optional<uint64_t> seed,
+                           std::function<void(size_t, size_t)> progress) {
+  EngineConfig config;
+  config.kv_memory_bytes = flags.kv_memory ? engine::parse_memory_size(*flags.kv_memory) : 0;
+  config.max_num_seqs = flags.max_num_seqs;
+  config.enable_prefix_caching = !flags.no_prefix_caching;
+  config.swa_replay_keep = flags.swa_replay_keep;
+  config.max_num_batched_tokens = flags.max_num_batched_tokens;
+  config.max_prefill_chunk = flags.prefill_chunk;
+  config.threads = flags.threads;
+  config.device = flags.device;
+  config.seed = seed;
+  config.load_progress = std::move(progress);
+  return config;
+}
+
+}  // namespace deepinfer::cli

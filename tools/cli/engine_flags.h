@@ -1,0 +1,31 @@
+#pragma once
+// The engine flags `generate` and `serve` share (vLLM's names where vLLM has them): memory,
+// batching, prefix caching, device, threads.
+#include <CLI/CLI.hpp>
+#include <deepinfer/llm.h>
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+
+namespace deepinfer::cli {
+
+struct EngineFlags {
+  int64_t threads = 0;
+  std::string device;
+  int64_t prefill_chunk = 512;
+  std::optional<std::string> kv_memory;
+  int64_t max_num_seqs = 64;
+  int64_t max_num_batched_tokens = 2048;
+  bool no_prefix_caching = false;
+  int64_t swa_replay_keep = 140;
+};
+
+void add_engine_flags(CLI::App& sub, EngineFlags& flags);
+// Checks what can be checked before the weights load (the --kv-memory spelling).
+void check_engine_flags(const EngineFlags& flags);
+EngineConfig engine_config(const EngineFlags& flags, std::optional<uint64_t> seed,
+                           std::function<void(size_t, size_t)> progress);
+
+}  // namespace deepinfer::cli
