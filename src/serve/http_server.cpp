@@ -4,6 +4,8 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include <sys/socket.h>
+
 #include <atomic>
 #include <csignal>
 #include <ctime>
@@ -129,6 +131,14 @@ int serve(LLM& llm, const ServerOptions& options) {
     response.set_content(R"({"version": "0.1.0"})", "application/json");
   });
 
+  // httplib listens with a backlog of 5: a burst of a thousand connects would overflow it, and the
+  // clients' SYN retries (1 s, 3 s, 7 s...) would outlast their connect timeouts. The listening
+  // socket is captured here and given a real backlog once bound (listen() again resizes it).
+  std::atomic<int> listen_fd{-1};
+  server.set_socket_options([&](socket_t sock) {  // httplib's socket_t is global
+    httplib::default_socket_options(sock);
+    listen_fd = sock;
+  });
   int port = options.port;
   if (port == 0) {
     port = server.bind_to_any_port(options.host);
@@ -137,6 +147,7 @@ int serve(LLM& llm, const ServerOptions& options) {
     DEEPINFER_CHECK(server.bind_to_port(options.host, port),
                     "cannot listen on {}:{} (is another server using the port?)", options.host, port);
   }
+  if (listen_fd >= 0) ::listen(listen_fd, 4096);  // capped by net.core.somaxconn
   std::signal(SIGPIPE, SIG_IGN);
   g_signals = 0;
   std::signal(SIGTERM, on_stop_signal);

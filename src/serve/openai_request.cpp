@@ -344,21 +344,4 @@ CompletionRequest parse_completion_request(const Json& body, int64_t vocab_size)
   return r;
 }
 
-size_t json_nesting_depth(std::string_view text) {
-  size_t depth = 0, deepest = 0;
-  bool in_string = false, escaped = false;
-  for (char c : text) {
-    if (in_string) {
-      if (escaped) escaped = false;
-      else if (c == '\\') escaped = true;
-      else if (c == '"') in_string = false;
-      continue;
-    }
-    if (c == '"') in_string = true;
-    else if (c == '[' || c == '{') deepest = std::max(deepest, ++depth);
-    else if ((c == ']' || c == '}') && depth > 0) --depth;
-  }
-  return deepest;
-}
-
 }  // namespace deepinfer::serve

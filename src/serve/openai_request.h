@@ -54,8 +54,4 @@ struct CompletionRequest : GenerationRequest {
 ChatCompletionRequest parse_chat_completion_request(const encoding::Json& body, int64_t vocab_size);
 CompletionRequest parse_completion_request(const encoding::Json& body, int64_t vocab_size);
 
-// The JSON nesting depth of `text`, scanned without parsing (strings skipped): bodies nested
-// deeper than a limit are refused before any recursive JSON code sees them.
-size_t json_nesting_depth(std::string_view text);
-
 }  // namespace deepinfer::serve

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "core/json_depth.h"
 #include "serve/openai_request.h"
 #include "serve/openai_response.h"
 
@@ -22,7 +23,7 @@ Json read_json_body(const httplib::Request& request) {
     throw bad_request(fmt::format("the request body nests JSON {} levels deep (at most {})", depth, kMaxJsonDepth));
   try {
     return Json::parse(request.body);
-  } catch (const Json::parse_error& e) {
+  } catch (const Json::exception& e) {  // parse_error, and out_of_range for numbers like 9e999999
     throw bad_request(fmt::format("the request body is not valid JSON: {}", e.what()));
   }
 }

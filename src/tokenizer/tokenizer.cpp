@@ -8,6 +8,8 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/json_depth.h"
+#include "core/json_excerpt.h"
 #include "tokenizer/added_tokens.h"
 #include "tokenizer/bpe.h"
 #include "tokenizer/pre_tokenizer.h"
@@ -16,15 +18,25 @@
 namespace deepinfer {
 namespace {
 
-nlohmann::json read_json(const std::filesystem::path& path) {
+std::string read_text(const std::filesystem::path& path) {
   std::ifstream file(path, std::ios::binary);
   if (!file) fail("tokenizer: cannot open {} (expected a readable JSON file)", path.string());
   std::ostringstream buffer;
   buffer << file.rdbuf();
+  return buffer.str();
+}
+
+// Tokenizer files nest a few levels; a deeper one is refused before the recursive readers
+// (nested normalizer / pre-tokenizer Sequences) could overflow the stack.
+constexpr size_t kMaxJsonDepth = 128;
+
+nlohmann::json parse_json(std::string_view text, std::string_view source) {
+  const size_t depth = json_nesting_depth(text);
+  if (depth > kMaxJsonDepth) fail("tokenizer: {} nests JSON {} levels deep (at most {})", source, depth, kMaxJsonDepth);
   try {
-    return nlohmann::json::parse(buffer.str());
+    return nlohmann::json::parse(text);
   } catch (const nlohmann::json::exception& error) {
-    fail("tokenizer: {} is not valid JSON: {}", path.string(), error.what());
+    fail("tokenizer: {} is not valid JSON: {}", source, error.what());
   }
 }
 
@@ -76,7 +88,7 @@ std::optional<std::string> token_content(const nlohmann::json& config, const cha
   if (it == config.end() || it->is_null()) return std::nullopt;
   if (it->is_string()) return it->get<std::string>();
   if (it->is_object() && it->contains("content")) return it->at("content").get<std::string>();
-  fail("tokenizer_config.json: \"{}\" must be a string or an object with \"content\", found {}", key, it->dump());
+  fail("tokenizer_config.json: \"{}\" must be a string or an object with \"content\", found {}", key, json_excerpt(*it));
 }
 
 }  // namespace
@@ -118,7 +130,11 @@ Tokenizer& Tokenizer::operator=(Tokenizer&&) noexcept = default;
 Tokenizer::~Tokenizer() = default;
 
 Tokenizer Tokenizer::from_file(const std::filesystem::path& tokenizer_json) {
-  const nlohmann::json config = read_json(tokenizer_json);
+  return from_json(read_text(tokenizer_json), tokenizer_json.string());
+}
+
+Tokenizer Tokenizer::from_json(std::string_view tokenizer_json, std::string_view source) {
+  const nlohmann::json config = parse_json(tokenizer_json, source);
   try {
     if (!config.is_object() || !config.contains("model")) {
       fail("expected an object with a \"model\" field");
@@ -170,6 +186,10 @@ Tokenizer Tokenizer::from_file(const std::filesystem::path& tokenizer_json) {
     int32_t max_id = -1;
     for (const auto& [token, id] : impl->model.vocab()) max_id = std::max(max_id, id);
     for (const AddedToken& token : impl->added_tokens) max_id = std::max(max_id, token.id);
+    // Ids index tables: a sparse id far past the entries would make them huge (2^31 entries).
+    const size_t entries = impl->model.vocab().size() + impl->added_tokens.size();
+    if (static_cast<size_t>(max_id) >= 2 * entries + 1024)
+      fail("token id {} is far past the {} tokens defined (ids must be dense)", max_id, entries);
     const size_t size = static_cast<size_t>(max_id + 1);
     impl->id_to_string.resize(size);
     impl->id_is_special.resize(size, false);
@@ -191,32 +211,39 @@ Tokenizer Tokenizer::from_file(const std::filesystem::path& tokenizer_json) {
     }
     return Tokenizer(std::move(impl));
   } catch (const nlohmann::json::exception& error) {
-    fail("tokenizer: {} has an unexpected structure: {}", tokenizer_json.string(), error.what());
+    fail("tokenizer: {} has an unexpected structure: {}", source, error.what());
   } catch (const Error& error) {
-    fail("tokenizer: loading {}: {}", tokenizer_json.string(), error.what());
+    fail("tokenizer: loading {}: {}", source, error.what());
   }
 }
 
 Tokenizer Tokenizer::from_model_dir(const std::filesystem::path& dir) {
   Tokenizer tokenizer = from_file(dir / "tokenizer.json");
   const std::filesystem::path config_path = dir / "tokenizer_config.json";
-  if (!std::filesystem::exists(config_path)) return tokenizer;
-  const nlohmann::json config = read_json(config_path);
+  if (std::filesystem::exists(config_path)) tokenizer.apply_config(read_text(config_path), config_path.string());
+  return tokenizer;
+}
+
+void Tokenizer::apply_config(std::string_view tokenizer_config_json, std::string_view source) {
+  const nlohmann::json config = parse_json(tokenizer_config_json, source);
+  if (!config.is_object()) fail("{}: expected a JSON object", source);
   auto resolve = [&](const char* key) -> std::optional<int32_t> {
-    const std::optional<std::string> content = token_content(config, key);
+    std::optional<std::string> content;
+    try {
+      content = token_content(config, key);
+    } catch (const nlohmann::json::exception& error) {
+      fail("{}: {} has an unexpected structure: {}", source, key, error.what());
+    }
     if (!content) return std::nullopt;
-    const std::optional<int32_t> id = tokenizer.token_to_id(*content);
-    if (!id) fail("tokenizer_config.json in {}: {} \"{}\" is not a token of tokenizer.json", dir.string(), key, *content);
+    const std::optional<int32_t> id = token_to_id(*content);
+    if (!id) fail("{}: {} \"{}\" is not a token of tokenizer.json", source, key, *content);
     return id;
   };
-  tokenizer.impl_->bos = resolve("bos_token");
-  tokenizer.impl_->eos = resolve("eos_token");
+  impl_->bos = resolve("bos_token");
+  impl_->eos = resolve("eos_token");
   const auto add_bos = config.find("add_bos_token");
-  tokenizer.impl_->add_bos = add_bos != config.end() && add_bos->is_boolean() && add_bos->get<bool>();
-  if (tokenizer.impl_->add_bos && !tokenizer.impl_->bos) {
-    fail("tokenizer_config.json in {}: add_bos_token is true but no bos_token is given", dir.string());
-  }
-  return tokenizer;
+  impl_->add_bos = add_bos != config.end() && add_bos->is_boolean() && add_bos->get<bool>();
+  if (impl_->add_bos && !impl_->bos) fail("{}: add_bos_token is true but no bos_token is given", source);
 }
 
 void Tokenizer::Impl::split_added(std::string_view text, size_t start, size_t end, std::vector<TextSegment>& out) const {

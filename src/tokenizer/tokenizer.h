@@ -19,6 +19,10 @@ class Tokenizer {
   static Tokenizer from_file(const std::filesystem::path& tokenizer_json);
   // A model folder: tokenizer.json plus tokenizer_config.json (bos/eos tokens, add_bos_token).
   static Tokenizer from_model_dir(const std::filesystem::path& dir);
+  // tokenizer.json's text; `source` names it in errors.
+  static Tokenizer from_json(std::string_view tokenizer_json, std::string_view source = "tokenizer.json");
+  // tokenizer_config.json's text: bos_token, eos_token, add_bos_token.
+  void apply_config(std::string_view tokenizer_config_json, std::string_view source = "tokenizer_config.json");
 
   Tokenizer(Tokenizer&&) noexcept;
   Tokenizer& operator=(Tokenizer&&) noexcept;

@@ -150,6 +150,11 @@ TEST_F(GenerateFile, BadLinesAreErrorsNamingTheLine) {
   expect_line_error({good, R"({"max_tokens": 3})"}, "2", "exactly one");
   expect_line_error({"", good, R"([1, 2])"}, "3", "object");
   expect_line_error({good, json{{"prompt_token_ids", std::vector<int>(5000, 3)}}.dump()}, "2", "context");
+  // Found by fuzz_generate_request: a number past double's range is nlohmann's out_of_range, not
+  // a parse_error; and nesting that recursive JSON code could not survive.
+  expect_line_error({good, R"({"prompt": "x", "temperature": 9e999999})"}, "2", "invalid JSON");
+  expect_line_error({good, "{\"prompt\": \"x\", \"structured_outputs\": {\"json\": " + std::string(100000, '[') + "}}"}, "2",
+                    "levels deep");
 }
 
 TEST_F(GenerateFile, FlagErrorsAndHelp) {

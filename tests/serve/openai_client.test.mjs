@@ -268,6 +268,7 @@ describe('errors in OpenAI shape', () => {
     ['an unsupported schema keyword',
       { ...ok, response_format: { type: 'json_schema', json_schema: { name: 'x', schema: { if: { type: 'string' }, then: { minLength: 1 } } } } },
       400, 'response_format.json_schema.schema', false, /^unsupported_schema_keyword:if$/],
+    ['a number past double range (found by fuzz_serve_request)', '{"messages": [], "temperature": 9e999999}', 400, null, true],
     ['nesting too deep', `{"messages": ${'['.repeat(200)}${']'.repeat(200)}}`, 400, null, true],
   ];
   for (const [name, body, status, param, raw = false, code] of cases) {

@@ -1,6 +1,7 @@
 // The OpenAI request parser: every field typed and range-checked, errors naming the parameter.
 #include <gtest/gtest.h>
 
+#include "core/json_depth.h"
 #include "serve/api_error.h"
 #include "serve/openai_request.h"
 
