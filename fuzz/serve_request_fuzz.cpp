@@ -7,8 +7,8 @@
 
 #include "core/error.h"
 #include "core/json_depth.h"
-#include "serve/api_error.h"
-#include "serve/openai_request.h"
+#include "serve/protocol/api_error.h"
+#include "serve/protocol/openai_request.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size > (1u << 16)) return 0;

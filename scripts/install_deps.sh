@@ -4,7 +4,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 packages=(build-essential cmake ninja-build pkg-config git
   nlohmann-json3-dev libpcre2-dev libcli11-dev libfmt-dev libspdlog-dev
-  libgtest-dev libgmock-dev libbenchmark-dev pybind11-dev python3-dev python3-setuptools python3-wheel libxxhash-dev libcpp-httplib-dev python3-prometheus-client
+  libgtest-dev libgmock-dev libbenchmark-dev pybind11-dev python3-dev python3-setuptools python3-wheel libxxhash-dev libcpp-httplib-dev python3-prometheus-client libicu-dev
   python3-jinja2 clang libclang-rt-14-dev)
 missing=()
 for p in "${packages[@]}"; do

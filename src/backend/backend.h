@@ -98,6 +98,43 @@ enum class ActQuant {
   Fp4E4m3x16  // e2m1, group 16, scale e4m3(max(amax, 6 * 2^-9) / 6)             (compressed KV)
 };
 
+// --- DeepSeek-V4.1 op parameters ---
+
+// One compressed entry a step completes: entry `entry` of the step's sequence `seq` (index into seqs).
+struct EntryRef {
+  int32_t seq = 0;
+  int64_t entry = 0;
+};
+
+// The V4.1 indexer's hierarchical candidate filter (MODELS.md): the candidate source scores blocks of
+// `block_size` entries by their best entry, pins the block of the newest visible entry and keeps
+// the top `blocks` of them; index layers after it score only inside those blocks.
+enum class CandidateRole { None, Source, Filter };
+
+struct IndexerV41Params {
+  int64_t top_k = 0;
+  float head_weight_scale = 1.0f;  // weights_proj output times this, rounded to bf16 as the reference does
+  CandidateRole candidates = CandidateRole::None;
+  int64_t candidate_blocks = 0, candidate_block_size = 0;
+};
+
+// Engram's n-gram hash (V4.1 engram.py): for each engram layer, position p hashes the compressed ids
+// at p, p-1, ..., p-(max_ngram-1) (pad_id before the sequence start): rolling XOR of id * multiplier,
+// one bucket per (n-gram size, head) column, modulo its prime plus its offset in the table.
+struct EngramHashParams {
+  int64_t max_ngram = 0, layers = 0, heads = 0;
+  int64_t pad_id = 0;                  // compressed id of the pad token
+  const int64_t* multipliers = nullptr;  // [layers, max_ngram]
+  const int64_t* primes = nullptr;       // [layers, (max_ngram - 1) * heads]
+  const int64_t* offsets = nullptr;      // [layers, (max_ngram - 1) * heads]
+  int64_t columns() const { return (max_ngram - 1) * heads; }
+};
+
+// Which V4.1 expert GEMMs take FP8-quantised activations (their weights are FP8 or FP4 on disk).
+struct MoeV41Quant {
+  bool routed = false, shared = false;
+};
+
 // Weights (WeightMatrix and the float vectors ops read) must outlive the backend and not change:
 // a backend may prepare a weight on first use (repack it, upload it) and keep that copy.
 class Backend {
@@ -186,6 +223,60 @@ class Backend {
   // --- quantisation (DeepSeek-V4.1) ---
   // x [.., n] in place, n a multiple of the format's group (see ActQuant).
   virtual void quantize_dequantize(TensorView x, ActQuant format) = 0;
+
+  // --- DeepSeek-V4.1 (CPU; a backend without them throws "not implemented" naming the op) ---
+  // The reference computes in bf16: x rounded to the nearest bfloat16 (ties to even), in place.
+  virtual void round_bf16(TensorView x);
+  // One mHC site's coefficients without applying them (V4.1 applies a site's pre at the next site):
+  // pre [T, n], post [T, n], comb [T, n, n] from residual [T, n, D], as mhc_pre computes them.
+  virtual void mhc_coefficients(const MhcWeights& w, const MhcParams& p, TensorView residual, TensorView pre,
+                                TensorView post, TensorView comb);
+  // out [T, D] = sum_i pre[t, i] residual[t, i] (float32, copies added in order).
+  virtual void mhc_collapse(TensorView residual, TensorView pre, TensorView out);
+  // Gated pooling of a rate > 1 compressor without position bias or overlap: out [N, head_dim] row i
+  // = sum_s softmax_s(gate) * kv over the `rate` tokens of entries[i] (rows of the step's kv / gate
+  // [T, head_dim], or of the slot's pending group), then the slot keeps each sequence's open group.
+  virtual void compress_pool(const CompressorLayout& c, TensorView kv, TensorView gate,
+                             std::span<const EntryRef> entries, std::span<const SeqSlice> seqs,
+                             const StateStorage& state, TensorView out);
+  // Writes rows [N, head_dim] as the given entries of compressor `c` into their blocks.
+  virtual void store_entries(const CompressorLayout& c, TensorView rows, std::span<const EntryRef> entries,
+                             std::span<const SeqSlice> seqs, const StateStorage& state);
+  // V4.1 indexer in the reference's bf16 arithmetic: score_j = bf16(sum_h bf16(relu(bf16(q_h . k_j)) *
+  // w_h)), w = bf16(head_weights * head_weight_scale), over the entries j < (pos + 1) / rate of `keys`;
+  // the top_k (ties: lower entry), sorted, -1 padded, into selected [T, top_k] I32. candidates
+  // [T, candidate_blocks] I32 (-1 = none) is written by a Source and read by a Filter.
+  virtual void indexer_select_v41(const CompressorLayout& keys, TensorView q, TensorView head_weights,
+                                  const IndexerV41Params& p, std::span<const SeqSlice> seqs,
+                                  const StateStorage& state, TensorView candidates, TensorView selected);
+  // sparse_attention as the V4.1 kernel computes it: online softmax over blocks of 64 keys (window
+  // first, then the selected entries), probabilities rounded to bf16 before PV, output rounded to
+  // bf16. `selected` may be empty (sliding layers).
+  virtual void sparse_attention_v41(TensorView q, TensorView kv, const WindowLayout& wl,
+                                    const CompressorLayout* entries, TensorView selected, const float* sink,
+                                    float scale, std::span<const SeqSlice> seqs, const StateStorage& state,
+                                    TensorView out);
+  // A DSpark draft block (V4.1 DSparkAttention): each sequence's `count` tokens are one block at
+  // positions start .. start + count - 1; every query sees the window ring's rows before `start`
+  // (the last W positions, in ring-slot order) and every row of its block's kv [T, hd], no causal
+  // mask; sink, bf16 rounding and blocked softmax as sparse_attention_v41. Writes no state.
+  virtual void block_attention_v41(TensorView q, TensorView kv, const WindowLayout& wl, const float* sink, float scale,
+                                   std::span<const SeqSlice> seqs, const StateStorage& state, TensorView out);
+  // V4.1 MoE experts: per expert bf16(w1 x), bf16(w3 x), clamps, bf16(weight * silu(gate) * up), bf16(w2 .),
+  // quantised activations where `quant` says; routed experts summed in ascending id, then the shared
+  // one; out [T, D] rounded to bf16.
+  virtual void moe_experts_v41(const MoeWeights& w, const MoeV41Quant& quant, TensorView x, TensorView experts,
+                               TensorView weights, TensorView out);
+  // Engram's gate: residual [T, n, D] += sigmoid(signed sqrt(dot)) * value per copy, with key/value
+  // from kv [T, (n + 1) * D] and dot = sum(h * weight * key) * rsqrt(ms(h) + eps) * rsqrt(ms(key) + eps)
+  // / sqrt(D); weight [n, D]; the result rounded to bf16.
+  virtual void engram_gate(TensorView residual, TensorView kv, const float* weight, float eps);
+  // Engram hash ids [layers, T, columns] I32 of the step's tokens (compressed ids) from each
+  // sequence's id history, kept in the ring `history` (window >= max_ngram - 1, head_dim 1); history
+  // below a sequence's window_floor (bounded replay after a prefix hit) counts as before its start.
+  virtual void engram_hash(const EngramHashParams& p, const WindowLayout& history,
+                           std::span<const int32_t> compressed_ids, std::span<const SeqSlice> seqs,
+                           const StateStorage& state, TensorView hash_ids);
 };
 
 struct BackendOptions {

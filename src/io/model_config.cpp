@@ -1,6 +1,8 @@
 // config.json -> ModelConfig, following transformers' DeepseekV4Config (defaults, legacy keys and
 // RoPE standardisation) so a checkpoint reads the same here as it does in the reference.
 #include "io/model_config.h"
+
+#include "io/deepseek_v41_config.h"
 #include "core/json_excerpt.h"
 
 #include <cmath>
@@ -421,6 +423,8 @@ ModelConfig parse_model_config(const std::string& json_text, const std::string& 
 }
 
 ModelConfig load_model_config(const std::filesystem::path& model_dir) {
+  // A V4.1 folder reads through its own parser; callers get the fields every CausalLM shares.
+  if (auto v41 = load_deepseek_v41_config_if_v41(model_dir)) return common_model_config(*v41);
   return parse_model_config(require_config_text(model_dir), (model_dir / "config.json").string());
 }
 

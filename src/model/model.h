@@ -44,6 +44,10 @@ struct LoadOptions {
   // DEEPINFER_DEVICE from the environment, else "cpu".
   std::string device = default_device();
   static std::string default_device();
+  // DeepSeek-V4.1 decoder bounded replay (MODELS.md): in a step that ends a prompt (a sequence with
+  // a logits row and more than `keep` tokens), the layers after the last kv source run only over its
+  // last `keep` tokens, window attention clamped there (approximate). 0: over every token (exact).
+  int64_t decoder_replay_keep = 0;
 };
 
 // LoadOptions with the settings the environment asks for (DEEPINFER_BATCH_INVARIANT=1).

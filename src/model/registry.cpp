@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "io/deepseek_v41_config.h"
 #include "model/deepseek_v4/model.h"
+#include "model/deepseek_v41/model.h"
 #include "model/model.h"
 
 namespace deepinfer::model {
@@ -23,23 +24,22 @@ LoadOptions load_options_from_env() {
     options.top_k_ties = TopKTies::LowerIndex;
     options.batch_invariant = true;
   }
+  // V4.1 decoder bounded replay until the engine's --swa-replay-keep drives it (0 / unset: exact).
+  if (const char* v = std::getenv("DEEPINFER_V41_DECODER_REPLAY_KEEP"); v && *v)
+    options.decoder_replay_keep = std::strtoll(v, nullptr, 10);
   return options;
 }
 
 std::unique_ptr<CausalLM> load_model(const std::filesystem::path& dir, const LoadOptions& options) {
   DEEPINFER_CHECK(std::filesystem::is_directory(dir), "model folder '{}' does not exist or is not a directory",
                   dir.string());
-  if (io::load_deepseek_v41_config_if_v41(dir)) {
-    fail("{}: DeepSeek-V4.1 (model_type deepseek_v41) cannot run yet: its config and weights load and "
-         "`deepinfer inspect` reads them, but the forward is not implemented (issue #11)",
-         (dir / "config.json").string());
-  }
+  if (io::load_deepseek_v41_config_if_v41(dir)) return deepseek_v41::load(dir, options);
   io::ModelConfig config = io::load_model_config(dir);
   if (config.model_type == "deepseek_v4") {
     auto weights = deepseek_v4::load_weights(dir, config, options.progress);
     return std::make_unique<deepseek_v4::DeepseekV4>(std::move(config), std::move(weights), options);
   }
-  fail("{}: model_type '{}' is not supported (supported: deepseek_v4)", (dir / "config.json").string(),
+  fail("{}: model_type '{}' is not supported (supported: deepseek_v4, deepseek_v41)", (dir / "config.json").string(),
        config.model_type);
 }
 

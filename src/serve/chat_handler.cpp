@@ -5,7 +5,7 @@
 
 #include <ctime>
 
-#include "serve/openai_request.h"
+#include "serve/protocol/openai_request.h"
 #include "serve/openai_response.h"
 #include "serve/server_context.h"
 #include "serve/tool_choice.h"

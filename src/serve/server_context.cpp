@@ -4,7 +4,7 @@
 #include <spdlog/spdlog.h>
 
 #include "core/json_depth.h"
-#include "serve/openai_request.h"
+#include "serve/protocol/openai_request.h"
 #include "serve/openai_response.h"
 
 namespace deepinfer::serve {

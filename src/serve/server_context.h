@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "encoding/python_json.h"
-#include "serve/api_error.h"
+#include "serve/protocol/api_error.h"
 #include "serve/async_llm.h"
 #include "serve/http_server.h"
 #include "serve/metrics.h"

@@ -2,8 +2,8 @@
 // see, and ids -> text. A conversation is rendered exactly as /v1/chat/completions renders it.
 #include <fmt/format.h>
 
-#include "serve/field_reader.h"
-#include "serve/openai_request.h"
+#include "serve/protocol/field_reader.h"
+#include "serve/protocol/openai_request.h"
 #include "serve/openai_response.h"
 #include "serve/server_context.h"
 

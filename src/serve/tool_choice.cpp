@@ -2,7 +2,7 @@
 
 #include <fmt/format.h>
 
-#include "serve/api_error.h"
+#include "serve/protocol/api_error.h"
 
 namespace deepinfer::serve {
 

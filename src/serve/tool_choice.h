@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "encoding/chat_encoding.h"
-#include "serve/openai_request.h"
+#include "serve/protocol/openai_request.h"
 
 namespace deepinfer::serve {
 

@@ -142,7 +142,9 @@ TEST_P(BatchedForward, BitIdenticalToAloneUnderBatchInvariance) {
 
 INSTANTIATE_TEST_SUITE_P(Models, BatchedForward,
                          ::testing::Values(Case{kModels + "/kjv-tiny-v4", 600}, Case{kData + "/fixtures/v4_tiny_a", 240},
-                                           Case{kData + "/fixtures/v4_tiny_b", 240}),
+                                           Case{kData + "/fixtures/v4_tiny_b", 240},
+                                           Case{kData + "/fixtures/v41_tiny_bf16", 200},
+                                           Case{kData + "/fixtures/v41_tiny_fp8", 200}),
                          [](const auto& info) { return std::to_string(info.index); });
 
 // Default mode follows the reference's top-k tie order, which depends on how many entries a call
@@ -162,6 +164,25 @@ TEST(BatchedForwardDefaultMode, BatchingDoesNotChangeAnyBitOnKjv) {
     for (size_t r = 0; r < alone.rows.size(); ++r)
       ASSERT_EQ(0, std::memcmp(together[i].rows[r].data(), alone.rows[r].data(), alone.rows[r].size() * sizeof(float)))
           << "seed " << seed << " prompt " << i << ", row " << r;
+  }
+}
+
+// DeepSeek-V4.1 in its default mode: 16 requests of mixed lengths, prefilled in chunks of their own
+// sizes while others decode, give every sequence the bits (and so the greedy ids) it gets alone.
+TEST(BatchedForwardV41, SixteenMixedRequestsEqualAlone) {
+  const uint32_t seed = test_seed();
+  for (const char* fixture : {"v41_tiny_bf16", "v41_tiny_fp8"}) {
+    auto m = model::load_model(kData + "/fixtures/" + fixture);
+    std::mt19937 rng(seed);
+    const auto prompts = random_prompts(16, 3, 200, m->vocab_size(), rng);
+    const auto together = run_together(*m, prompts, 6);
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      const Trace alone = run_alone(*m, prompts[i], 6);
+      ASSERT_EQ(together[i].ids, alone.ids) << fixture << " seed " << seed << " prompt " << i;
+      for (size_t r = 0; r < alone.rows.size(); ++r)
+        ASSERT_EQ(0, std::memcmp(together[i].rows[r].data(), alone.rows[r].data(), alone.rows[r].size() * sizeof(float)))
+            << fixture << " seed " << seed << " prompt " << i << ", row " << r;
+    }
   }
 }
 

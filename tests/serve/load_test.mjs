@@ -48,6 +48,8 @@ function percentile(sorted, p) {
   return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))];
 }
 
+const connectRetries = [];
+
 async function one(i) {
   const disconnectAfter = random() < P_DISCONNECT ? 1 + Math.floor(random() * 5) : Infinity;
   const controller = new AbortController();
@@ -59,9 +61,21 @@ async function one(i) {
     max_tokens: MAX_TOKENS, temperature: 1, seed: i, stream: true, stream_options: { include_usage: true },
   };
   try {
-    const res = await fetch(`${url}/v1/chat/completions`, {
-      method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body), signal: controller.signal,
-    });
+    // A connection that fails before any response is retried, as the openai client does (twice by
+    // default); the retries are counted in the summary. A stream that breaks later is not retried.
+    let res;
+    for (let attempt = 0; ; attempt++) {
+      try {
+        res = await fetch(`${url}/v1/chat/completions`, {
+          method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body), signal: controller.signal,
+        });
+        break;
+      } catch (e) {
+        if (controller.signal.aborted || attempt === 2) throw e;
+        connectRetries.push(`${e.cause?.code ?? e}`);
+        await new Promise((r) => setTimeout(r, 200 * (attempt + 1)));
+      }
+    }
     if (res.status !== 200) return { kind: 'error', why: `status ${res.status}: ${await res.text()}` };
     const reader = res.body.getReader();
     const decoder = new TextDecoder();
@@ -99,7 +113,7 @@ async function one(i) {
   } catch (e) {
     if (controller.signal.aborted && Date.now() >= deadline) return { kind: 'error', why: 'time limit' };
     if (controller.signal.aborted) return { kind: 'disconnected' };
-    return { kind: 'error', why: String(e) };
+    return { kind: 'error', why: `${e} (${e.cause?.code ?? e.cause ?? ''})` };
   } finally {
     clearTimeout(timer);
   }
@@ -128,6 +142,8 @@ const summary = {
   requests: N,
   completed: count('completed'),
   disconnected: count('disconnected'),
+  connect_retries: connectRetries.length,
+  connect_retry_causes: [...new Set(connectRetries)].slice(0, 3),
   errors: count('error'),
   malformed: count('malformed'),
   seconds: Number(seconds.toFixed(2)),

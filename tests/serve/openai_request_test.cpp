@@ -2,8 +2,8 @@
 #include <gtest/gtest.h>
 
 #include "core/json_depth.h"
-#include "serve/api_error.h"
-#include "serve/openai_request.h"
+#include "serve/protocol/api_error.h"
+#include "serve/protocol/openai_request.h"
 
 namespace deepinfer::serve {
 namespace {

@@ -26,8 +26,13 @@ run() {  # name, command...
   rows+=("$(printf '%-34s rc=%-3s %4ss  %s' "$name" "$rc" $((SECONDS - start)) "$summary")")
   [ $rc -eq 0 ] || { failures=$((failures + 1)); echo "--- $name failed; last lines:"; grep -E "Failure|FAILED|error" "$out/$name.log" | head -30; }
 }
-run backend_ops .gpu/test_backend --gtest_filter='*BackendOps*'
-run model_parity_cuda env DEEPINFER_DEVICE=cuda .gpu/test_model
+# DeepSeek-V4.1's ops have no CUDA kernels yet (issue #11): their tests run on the CPU only, and
+# are named here rather than skipped, so the gap shows in this script.
+v41_ops='RoundBf16TiesToEven:MhcCoefficientsAndCollapseAreMhcPre:CompressPoolCarriesOpenGroupsAcrossSteps:SparseAndBlockAttentionV41:IndexerV41CandidateBlocks:EngramHashOverTwoSteps:EngramGate:MoeExpertsV41Bf16Semantics'
+v41_cuda_excluded=$(echo "$v41_ops" | tr ':' '\n' | sed 's#^#*BackendOps.#; s#$#/cuda*#' | paste -sd:)
+echo "not on CUDA yet (issue #11): the V4.1 ops and model tests ($v41_ops; V41Parity.*, BatchedForwardV41.*, BatchedForward.*/3-4)"
+run backend_ops .gpu/test_backend --gtest_filter="*BackendOps*:-$v41_cuda_excluded"
+run model_parity_cuda env DEEPINFER_DEVICE=cuda .gpu/test_model --gtest_filter='-V41Parity.*:BatchedForwardV41.*:Models/BatchedForward.*/3:Models/BatchedForward.*/4'
 run engine_cuda env DEEPINFER_DEVICE=cuda .gpu/test_engine
 for device in cpu cuda; do
   run "generate_$device" .gpu/deepinfer generate --model models/kjv-tiny-v4 --device "$device" \

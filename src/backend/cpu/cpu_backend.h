@@ -68,6 +68,33 @@ class CpuBackend final : public backend::Backend {
                    TensorView out) override;
   void quantize_dequantize(TensorView x, backend::ActQuant format) override;
 
+  // DeepSeek-V4.1 (v41_ops.cpp, v41_attention_ops.cpp).
+  void round_bf16(TensorView x) override;
+  void mhc_coefficients(const backend::MhcWeights& w, const backend::MhcParams& p, TensorView residual,
+                        TensorView pre, TensorView post, TensorView comb) override;
+  void mhc_collapse(TensorView residual, TensorView pre, TensorView out) override;
+  void compress_pool(const backend::CompressorLayout& c, TensorView kv, TensorView gate,
+                     std::span<const backend::EntryRef> entries, std::span<const backend::SeqSlice> seqs,
+                     const backend::StateStorage& state, TensorView out) override;
+  void store_entries(const backend::CompressorLayout& c, TensorView rows, std::span<const backend::EntryRef> entries,
+                     std::span<const backend::SeqSlice> seqs, const backend::StateStorage& state) override;
+  void indexer_select_v41(const backend::CompressorLayout& keys, TensorView q, TensorView head_weights,
+                          const backend::IndexerV41Params& p, std::span<const backend::SeqSlice> seqs,
+                          const backend::StateStorage& state, TensorView candidates, TensorView selected) override;
+  void sparse_attention_v41(TensorView q, TensorView kv, const backend::WindowLayout& wl,
+                            const backend::CompressorLayout* entries, TensorView selected, const float* sink,
+                            float scale, std::span<const backend::SeqSlice> seqs, const backend::StateStorage& state,
+                            TensorView out) override;
+  void block_attention_v41(TensorView q, TensorView kv, const backend::WindowLayout& wl, const float* sink, float scale,
+                           std::span<const backend::SeqSlice> seqs, const backend::StateStorage& state,
+                           TensorView out) override;
+  void moe_experts_v41(const backend::MoeWeights& w, const backend::MoeV41Quant& quant, TensorView x,
+                       TensorView experts, TensorView weights, TensorView out) override;
+  void engram_gate(TensorView residual, TensorView kv, const float* weight, float eps) override;
+  void engram_hash(const backend::EngramHashParams& p, const backend::WindowLayout& history,
+                   std::span<const int32_t> compressed_ids, std::span<const backend::SeqSlice> seqs,
+                   const backend::StateStorage& state, TensorView hash_ids) override;
+
  private:
   // y [tokens, w.rows] = x W^T through the kernel the options ask for.
   void matmul(const WeightMatrix& w, const float* x, int64_t tokens, float* y);
@@ -76,6 +103,13 @@ class CpuBackend final : public backend::Backend {
   void mhc_mixes(const float* fn, int64_t mixes, const float* X, int64_t rows, int64_t width, float eps);
   // out [tokens, D] = w2 (silu(min(w1 x, limit)) * clamp(w3 x, -limit, limit)).
   void swiglu(const backend::SwigluExpert& e, const float* x, int64_t tokens, float limit, float* out);
+  // The V4.1 expert: bf16 rounding after every GEMM, the routing weight before w2, FP8 activations
+  // when `quantize`; out [tokens, D].
+  void swiglu_v41(const backend::SwigluExpert& e, const float* x, int64_t tokens, float limit, const float* weights,
+                  bool quantize, float* out);
+  // The sigmoid / softmax + Sinkhorn split of one token's mixes m [(2+n)*n] (mhc_pre, mhc_coefficients).
+  static void mhc_split(const float* m, const backend::MhcWeights& w, const backend::MhcParams& p, float* pre,
+                        float* post, float* comb);
 
   backend::BackendOptions options_;
   PackedLinear gemm_;

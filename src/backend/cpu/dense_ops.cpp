@@ -138,6 +138,41 @@ void CpuBackend::mhc_mixes(const float* fn, int64_t mixes, const float* X, int64
   matmul(f32_matrix(fn, mixes, width), scratch_a_.data(), rows, scratch_b_.data());
 }
 
+void CpuBackend::mhc_split(const float* m, const backend::MhcWeights& w, const backend::MhcParams& p, float* pre,
+                           float* post, float* c) {
+  const int64_t n = p.hc_mult;
+  const float eps = p.hc_eps;
+  for (int64_t i = 0; i < n; ++i) {
+    pre[i] = sigmoid(m[i] * w.scale[0] + w.base[i]) + eps;
+    post[i] = 2.0f * sigmoid(m[n + i] * w.scale[1] + w.base[n + i]);
+  }
+  // c[j * n + k]: weight of copy j in output copy k
+  for (int64_t j = 0; j < n; ++j) {
+    for (int64_t k = 0; k < n; ++k) c[j * n + k] = m[2 * n + j * n + k] * w.scale[2] + w.base[2 * n + j * n + k];
+    softmax(c + j * n, n);
+    for (int64_t k = 0; k < n; ++k) c[j * n + k] += eps;
+  }
+  auto normalise_columns = [&] {
+    for (int64_t k = 0; k < n; ++k) {
+      float s = 0;
+      for (int64_t j = 0; j < n; ++j) s += c[j * n + k];
+      for (int64_t j = 0; j < n; ++j) c[j * n + k] /= (s + eps);
+    }
+  };
+  auto normalise_rows = [&] {
+    for (int64_t j = 0; j < n; ++j) {
+      float s = 0;
+      for (int64_t k = 0; k < n; ++k) s += c[j * n + k];
+      for (int64_t k = 0; k < n; ++k) c[j * n + k] /= (s + eps);
+    }
+  };
+  normalise_columns();
+  for (int64_t it = 1; it < p.sinkhorn_iters; ++it) {
+    normalise_rows();
+    normalise_columns();
+  }
+}
+
 void CpuBackend::mhc_pre(const backend::MhcWeights& w, const backend::MhcParams& p, TensorView residual,
                          TensorView input, TensorView post, TensorView comb) {
   for (const auto* t : {&residual, &input, &post, &comb}) check_f32_contiguous(*t, "mhc_pre tensor");
@@ -147,7 +182,6 @@ void CpuBackend::mhc_pre(const backend::MhcWeights& w, const backend::MhcParams&
                   "mhc_pre: tensors do not match T = {}, hc_mult = {}, D = {}", T, n, D);
   const float* X = residual.f32();
   mhc_mixes(w.fn, mix, X, T, n * D, p.norm_eps);
-  const float eps = p.hc_eps;
   float* in_all = input.f32();
   float* post_all = post.f32();
   float* comb_all = comb.f32();
@@ -156,36 +190,7 @@ void CpuBackend::mhc_pre(const backend::MhcWeights& w, const backend::MhcParams&
     pre.resize(static_cast<size_t>(n));
     for (size_t tt = b; tt < e; ++tt) {
       const auto t = static_cast<int64_t>(tt);
-      const float* m = scratch_b_.data() + t * mix;
-      for (int64_t i = 0; i < n; ++i) {
-        pre[static_cast<size_t>(i)] = sigmoid(m[i] * w.scale[0] + w.base[i]) + eps;
-        post_all[t * n + i] = 2.0f * sigmoid(m[n + i] * w.scale[1] + w.base[n + i]);
-      }
-      float* c = comb_all + t * n * n;  // c[j * n + k]: weight of copy j in output copy k
-      for (int64_t j = 0; j < n; ++j) {
-        for (int64_t k = 0; k < n; ++k) c[j * n + k] = m[2 * n + j * n + k] * w.scale[2] + w.base[2 * n + j * n + k];
-        softmax(c + j * n, n);
-        for (int64_t k = 0; k < n; ++k) c[j * n + k] += eps;
-      }
-      auto normalise_columns = [&] {
-        for (int64_t k = 0; k < n; ++k) {
-          float s = 0;
-          for (int64_t j = 0; j < n; ++j) s += c[j * n + k];
-          for (int64_t j = 0; j < n; ++j) c[j * n + k] /= (s + eps);
-        }
-      };
-      auto normalise_rows = [&] {
-        for (int64_t j = 0; j < n; ++j) {
-          float s = 0;
-          for (int64_t k = 0; k < n; ++k) s += c[j * n + k];
-          for (int64_t k = 0; k < n; ++k) c[j * n + k] /= (s + eps);
-        }
-      };
-      normalise_columns();
-      for (int64_t it = 1; it < p.sinkhorn_iters; ++it) {
-        normalise_rows();
-        normalise_columns();
-      }
+      mhc_split(scratch_b_.data() + t * mix, w, p, pre.data(), post_all + t * n, comb_all + t * n * n);
       float* in = in_all + t * D;
       const float* x = X + t * n * D;
       std::fill(in, in + D, 0.0f);

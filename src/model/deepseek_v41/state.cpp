@@ -1,5 +1,7 @@
 #include "model/deepseek_v41/state.h"
 
+#include <algorithm>
+
 namespace deepinfer::model::deepseek_v41 {
 
 std::vector<kv::LayerStateSpec> state_specs(const io::DeepseekV41Config& c) {
@@ -21,6 +23,12 @@ std::vector<kv::LayerStateSpec> state_specs(const io::DeepseekV41Config& c) {
 
 kv::StateLayout state_layout(const io::DeepseekV41Config& config) {
   const auto specs = state_specs(config);
+  return kv::plan_layout(specs, kv::choose_block_tokens(specs));
+}
+
+kv::StateLayout forward_layout(const io::DeepseekV41Config& config) {
+  auto specs = state_specs(config);
+  if (config.engram.enabled()) specs.push_back({std::max<int64_t>(1, config.engram.max_ngram_size - 1), 1, {}, {}});
   return kv::plan_layout(specs, kv::choose_block_tokens(specs));
 }
 

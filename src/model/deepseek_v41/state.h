@@ -14,6 +14,9 @@ namespace deepinfer::model::deepseek_v41 {
 std::vector<kv::LayerStateSpec> state_specs(const io::DeepseekV41Config& config);
 // The layout the CPU backend's pools use (F32, block size from choose_block_tokens).
 kv::StateLayout state_layout(const io::DeepseekV41Config& config);
+// What the forward keeps: state_layout plus, with Engram, one more ring (after the DSpark stages)
+// of the last max_ngram - 1 compressed token ids, the n-gram history of the next step's tokens.
+kv::StateLayout forward_layout(const io::DeepseekV41Config& config);
 // The encodings of the released model: window KV FP8 (MXFP8), compressed KV FP4 with E4M3 scales
 // per 16, index keys FP4 with E8M0 scales per 32.
 kv::StoredFormats released_formats(const io::DeepseekV41Config& config);

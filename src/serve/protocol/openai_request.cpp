@@ -1,4 +1,4 @@
-#include "serve/openai_request.h"
+#include "serve/protocol/openai_request.h"
 
 #include <fmt/format.h>
 
@@ -7,8 +7,8 @@
 #include <set>
 
 #include "core/json_excerpt.h"
-#include "serve/api_error.h"
-#include "serve/field_reader.h"
+#include "serve/protocol/api_error.h"
+#include "serve/protocol/field_reader.h"
 #include "structured/grammar.h"
 #include "structured/grammar_compiler.h"
 

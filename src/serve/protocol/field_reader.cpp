@@ -1,11 +1,11 @@
-#include "serve/field_reader.h"
+#include "serve/protocol/field_reader.h"
 
 #include <fmt/format.h>
 
 #include <cmath>
 
 #include "core/json_excerpt.h"
-#include "serve/api_error.h"
+#include "serve/protocol/api_error.h"
 
 namespace deepinfer::serve {
 

@@ -1,0 +1,300 @@
+#include "model/deepseek_v41/model.h"
+
+#include <algorithm>
+#include <numeric>
+#include <optional>
+
+#include "core/error.h"
+#include "model/deepseek_v41/state.h"
+#include "model/deepseek_v41/step.h"
+
+namespace deepinfer::model::deepseek_v41 {
+
+namespace {
+
+backend::MhcWeights mhc_weights(const HyperConnection& hc) { return {hc.fn.data(), hc.base.data(), hc.scale.data()}; }
+
+bool quantized(const WeightMatrix& w) { return w.dtype == DType::F8_E4M3 || w.dtype == DType::F4_E2M1; }
+
+}  // namespace
+
+DeepseekV41::DeepseekV41(io::DeepseekV41Config config, std::unique_ptr<Weights> weights, EngramTables engram,
+                         const LoadOptions& options)
+    : config_(std::move(config)),
+      common_(io::common_model_config(config_)),
+      weights_(std::move(weights)),
+      engram_(std::move(engram)),
+      layout_(forward_layout(config_)),
+      rope_window_(config_.window_rope(), config_.qk_rope_head_dim),
+      rope_compressed_(config_.compressed_rope(), config_.qk_rope_head_dim),
+      backend_(backend::make_backend(options.device, {.batch_invariant = options.batch_invariant})),
+      workspace_(backend_->allocator()),
+      replay_keep_(options.decoder_replay_keep) {
+  DEEPINFER_CHECK(replay_keep_ == 0 || replay_keep_ >= config_.sliding_window,
+                  "decoder replay keep {} must be 0 (exact) or at least the window, {}", replay_keep_,
+                  config_.sliding_window);
+  mhc_.hc_mult = config_.hc_mult;
+  mhc_.sinkhorn_iters = config_.hc_sinkhorn_iters;
+  mhc_.hc_eps = static_cast<float>(config_.hc_eps);
+  mhc_.norm_eps = static_cast<float>(config_.rms_norm_eps);
+  auto views = [&](const MoE& m) {
+    auto& list = experts_.emplace_back();
+    for (const Expert& e : m.experts) list.push_back({&e.w1, &e.w2, &e.w3});
+    shared_.push_back({&m.shared.w1, &m.shared.w2, &m.shared.w3});
+  };
+  for (const Block& b : weights_->layers) views(b.ffn);
+  for (const DSparkStage& s : weights_->mtp) views(s.block.ffn);
+  // Engram only ever uses q_weight * k_weight, in fp32.
+  engram_weight_.resize(config_.engram.layer_ids.size());
+  for (const Block& b : weights_->layers) {
+    if (!b.engram) continue;
+    auto& w = engram_weight_[static_cast<size_t>(b.engram->index)];
+    w.resize(b.engram->q_weight.size());
+    for (size_t i = 0; i < w.size(); ++i) w[i] = b.engram->q_weight[i] * b.engram->k_weight[i];
+  }
+}
+
+const deepseek_v4::Rope& DeepseekV41::rope_of(int64_t layer) const {
+  // Sliding-only layers use plain rope at rope_theta; compressed layers the compress theta (YaRN).
+  return layer < config_.num_hidden_layers && config_.compress_ratio(layer) > 0 ? rope_compressed_ : rope_window_;
+}
+
+TensorView DeepseekV41::copy(Step& step, TensorView x) const {
+  const int64_t rows = x.rows(), width = x.last_dim();
+  if (static_cast<int64_t>(iota_.size()) < rows) {
+    iota_.resize(static_cast<size_t>(rows));
+    std::iota(iota_.begin(), iota_.end(), 0);
+  }
+  TensorView out = step.ws.f32({rows, width});
+  backend_->gather_rows(x.reshape({rows, width}), std::span(iota_).first(static_cast<size_t>(rows)), out);
+  return out;
+}
+
+void DeepseekV41::project(Step& step, const WeightMatrix& w, TensorView x, TensorView y) const {
+  TensorView in = x;
+  if (quantized(w)) {  // fp8_gemm / fp4_gemm take an FP8 activation with per-32 UE8M0 scales
+    in = copy(step, x);
+    backend_->quantize_dequantize(in, backend::ActQuant::Fp8Ue8m0);
+  }
+  backend_->linear(w, in.reshape({in.rows(), in.last_dim()}), y.reshape({y.rows(), y.last_dim()}));
+  backend_->round_bf16(y);
+}
+
+void DeepseekV41::block(const Block& b, int64_t layer, Step& step, TensorView& X, TensorView& pre) const {
+  backend::Backend& be = *backend_;
+  const int64_t T = step.tokens(), n = config_.hc_mult, D = config_.hidden_size;
+  const auto eps = static_cast<float>(config_.rms_norm_eps);
+  TensorView input = step.ws.f32({T, D}), out = step.ws.f32({T, D});
+  // Each site's coefficients come from the stream it sees; its `pre` collapses the stream for the
+  // *next* site (attention uses the previous block's FFN pre, the FFN uses this attention's).
+  TensorView attn_pre = step.ws.f32({T, n}), post = step.ws.f32({T, n}), comb = step.ws.f32({T, n, n});
+  be.mhc_coefficients(mhc_weights(b.hc_attn), mhc_, X, attn_pre, post, comb);
+  be.mhc_collapse(X, pre, input);
+  be.round_bf16(input);
+  be.rms_norm(input, b.attn_norm.data(), eps, input);
+  be.round_bf16(input);
+  attention(b, layer, step, input, out);
+  be.mhc_post(X, out, post, comb);
+  be.round_bf16(X);
+
+  TensorView ffn_pre = step.ws.f32({T, n});
+  be.mhc_coefficients(mhc_weights(b.hc_ffn), mhc_, X, ffn_pre, post, comb);
+  be.mhc_collapse(X, attn_pre, input);
+  be.round_bf16(input);
+  be.rms_norm(input, b.ffn_norm.data(), eps, input);
+  be.round_bf16(input);
+  moe(b.ffn, layer, step, input, out);
+  be.mhc_post(X, out, post, comb);
+  be.round_bf16(X);
+  pre = ffn_pre;
+}
+
+void DeepseekV41::forward(const ForwardBatch& batch, kv::StatePool& pool, std::vector<float>& logits) const {
+  run(batch, pool, logits, nullptr);
+}
+
+void DeepseekV41::forward_with_drafts(const ForwardBatch& batch, kv::StatePool& pool, std::vector<float>& logits,
+                                      std::vector<DSparkDraft>& drafts) const {
+  DEEPINFER_CHECK(config_.dspark.enabled(), "forward_with_drafts: the model has no DSpark stages");
+  run(batch, pool, logits, &drafts);
+}
+
+void DeepseekV41::run(const ForwardBatch& batch, kv::StatePool& pool, std::vector<float>& logits,
+                      std::vector<DSparkDraft>* drafts) const {
+  std::lock_guard lock(forward_mutex_);
+  const int64_t T = batch.num_tokens();
+  const int64_t n = config_.hc_mult, D = config_.hidden_size, V = config_.vocab_size;
+  DEEPINFER_CHECK(T > 0, "forward: no tokens");
+  DEEPINFER_CHECK(static_cast<int64_t>(batch.positions.size()) == T, "forward: {} positions for {} tokens",
+                  batch.positions.size(), T);
+  DEEPINFER_CHECK(pool.layout().slot_elems == layout_.slot_elems && pool.layout().block_elems == layout_.block_elems,
+                  "forward: the state pool was laid out for another model");
+  DEEPINFER_CHECK(pool.device() == backend_->device(), "forward: the state pool is not in {} memory",
+                  backend_->name());
+  for (int32_t id : batch.tokens) DEEPINFER_CHECK(id >= 0 && id < V, "token id {} outside the vocabulary [0, {})", id, V);
+  for (const auto& s : batch.seqs)
+    DEEPINFER_CHECK(s.slot >= 0 && s.slot < pool.num_slots(), "forward: slot {} outside the pool's {}", s.slot,
+                    pool.num_slots());
+
+  workspace_.reset();
+  Step step{batch, pool.storage(), workspace_, {}, {}, {}};
+  backend::Backend& be = *backend_;
+
+  if (config_.engram.enabled()) {  // n-gram hash ids of every token, from the compressed ids
+    std::vector<int32_t> compressed(static_cast<size_t>(T));
+    for (int64_t t = 0; t < T; ++t) compressed[static_cast<size_t>(t)] = engram_.map.ids[static_cast<size_t>(batch.tokens[static_cast<size_t>(t)])];
+    step.hash_ids = workspace_.i32({engram_.layers, T, config_.engram.hash_columns()});
+    be.engram_hash(engram_.params(), layout_.layers.back().window, compressed, batch.seqs, step.state, step.hash_ids);
+  }
+
+  // Residual stream: hc_mult copies of the embedding; the first block's attention reads copy 0.
+  TensorView X = workspace_.f32({T, n, D});
+  be.embed(weights_->embed, batch.tokens, X);
+  std::vector<float> one_hot(static_cast<size_t>(T * n), 0.0f);
+  for (int64_t t = 0; t < T; ++t) one_hot[static_cast<size_t>(t * n)] = 1.0f;
+  TensorView pre = workspace_.f32({T, n});
+  be.copy_to_backend(pre.data, one_hot.data(), one_hot.size() * sizeof(float));
+  // DSpark reads the mean of the copies at the input of its target layers (after their Engram).
+  const auto& targets = config_.dspark.target_layer_ids;
+  std::vector<TensorView> taps;  // per target layer reached so far: [tokens, D]
+  ForwardBatch replayed;         // the decoder's step under bounded replay
+  std::optional<Step> decoder_step;
+  Step* cur = &step;
+  for (int64_t l = 0; l < config_.num_hidden_layers; ++l) {
+    if (l == config_.first_decoder_layer()) {
+      if (const auto rows = decoder_rows(batch); !rows.empty()) {
+        // The decoder keeps only window state: from here on the step holds the replayed rows alone.
+        replay(step, rows, replayed);
+        decoder_step.emplace(Step{replayed, step.state, workspace_, {}, {}, {}});
+        if (!step.hash_ids.empty()) decoder_step->hash_ids = gather(step, step.hash_ids, rows, 1);
+        if (!step.selected.empty()) decoder_step->selected = gather(step, step.selected, rows);
+        if (!step.candidates.empty()) decoder_step->candidates = gather(step, step.candidates, rows);
+        X = gather(step, X, rows);
+        pre = gather(step, pre, rows);
+        for (auto& tap : taps) tap = gather(step, tap, rows);
+        cur = &*decoder_step;
+      }
+      decoder_tokens_ += cur->tokens();
+    }
+    const Block& b = weights_->layers[static_cast<size_t>(l)];
+    if (b.engram) engram(*b.engram, *cur, X);
+    if (config_.dspark.enabled() && std::find(targets.begin(), targets.end(), l) != targets.end()) {
+      const int64_t rows = cur->tokens();
+      const std::vector<float> mean(static_cast<size_t>(rows * n), 1.0f / static_cast<float>(n));
+      TensorView uniform = workspace_.f32({rows, n}), tap = workspace_.f32({rows, D});
+      be.copy_to_backend(uniform.data, mean.data(), mean.size() * sizeof(float));
+      be.mhc_collapse(X, uniform, tap);  // 1/n is a power of two here: equals the reference's mean
+      be.round_bf16(tap);
+      taps.push_back(tap);
+    }
+    block(b, l, *cur, X, pre);
+  }
+  const ForwardBatch& out = cur->batch;
+  if (!taps.empty()) dspark_main(*cur, concat_taps(*cur, taps));
+
+  // Only the rows that need logits go on: the last FFN's pre collapses the copies, norm, head (fp32).
+  const auto rows = static_cast<int64_t>(out.logit_rows.size());
+  logits.resize(static_cast<size_t>(rows * V));
+  if (rows == 0) return;
+  TensorView picked = workspace_.f32({rows, n, D}), picked_pre = workspace_.f32({rows, n});
+  be.gather_rows(X, out.logit_rows, picked);
+  be.gather_rows(pre, out.logit_rows, picked_pre);
+  TensorView hidden = workspace_.f32({rows, D});
+  be.mhc_collapse(picked, picked_pre, hidden);
+  be.round_bf16(hidden);
+  be.rms_norm(hidden, weights_->norm.data(), static_cast<float>(config_.rms_norm_eps), hidden);
+  be.round_bf16(hidden);
+  TensorView out_logits = workspace_.f32({rows, V});
+  be.linear(weights_->head, hidden, out_logits);
+  be.copy_to_host(logits.data(), out_logits.data, static_cast<size_t>(rows * V) * sizeof(float));
+  if (drafts) dspark_draft(*cur, logits, *drafts);
+}
+
+TensorView DeepseekV41::concat_taps(Step& step, const std::vector<TensorView>& taps) const {
+  const int64_t T = step.tokens(), D = config_.hidden_size, k = static_cast<int64_t>(taps.size());
+  TensorView stacked = step.ws.f32({k * T, D});  // [target][token]
+  if (static_cast<int64_t>(iota_.size()) < T) {
+    iota_.resize(static_cast<size_t>(T));
+    std::iota(iota_.begin(), iota_.end(), 0);
+  }
+  for (int64_t i = 0; i < k; ++i)
+    backend_->gather_rows(taps[static_cast<size_t>(i)], std::span(iota_).first(static_cast<size_t>(T)),
+                          TensorView::contiguous(stacked.f32() + i * T * D, DType::F32, {T, D}, stacked.device));
+  std::vector<int64_t> order;  // token-major: [T, targets * D]
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t i = 0; i < k; ++i) order.push_back(i * T + t);
+  TensorView out = step.ws.f32({T, k * D});
+  backend_->gather_rows(stacked, order, out.reshape({T * k, D}));
+  return out;
+}
+
+std::vector<int64_t> DeepseekV41::decoder_rows(const ForwardBatch& batch) const {
+  if (replay_keep_ == 0) return {};
+  std::vector<bool> has_logits(static_cast<size_t>(batch.num_tokens()), false);
+  for (int64_t r : batch.logit_rows) has_logits[static_cast<size_t>(r)] = true;
+  std::vector<int64_t> rows;
+  bool shortened = false;
+  for (const auto& s : batch.seqs) {
+    bool ends_prompt = false;
+    for (int64_t t = s.begin; t < s.begin + s.count; ++t) ends_prompt = ends_prompt || has_logits[static_cast<size_t>(t)];
+    const int64_t first = ends_prompt && s.count > replay_keep_ ? s.begin + s.count - replay_keep_ : s.begin;
+    shortened = shortened || first > s.begin;
+    for (int64_t t = first; t < s.begin + s.count; ++t) rows.push_back(t);
+  }
+  return shortened ? rows : std::vector<int64_t>{};
+}
+
+void DeepseekV41::replay(const Step& step, std::span<const int64_t> rows, ForwardBatch& out) const {
+  const ForwardBatch& batch = step.batch;
+  std::vector<int64_t> index(static_cast<size_t>(batch.num_tokens()), -1);
+  for (size_t i = 0; i < rows.size(); ++i) index[static_cast<size_t>(rows[i])] = static_cast<int64_t>(i);
+  for (const auto& s : batch.seqs) {
+    int64_t first = s.begin;
+    while (first < s.begin + s.count && index[static_cast<size_t>(first)] < 0) ++first;
+    if (first == s.begin + s.count) continue;
+    backend::SeqSlice d = s;
+    d.begin = index[static_cast<size_t>(first)];
+    d.count = s.begin + s.count - first;
+    d.start = s.start + (first - s.begin);
+    if (first > s.begin) d.window_floor = std::max(s.window_floor, d.start);  // window clamped at the replay start
+    out.seqs.push_back(d);
+  }
+  for (int64_t r : rows) {
+    out.tokens.push_back(batch.tokens[static_cast<size_t>(r)]);
+    out.positions.push_back(batch.positions[static_cast<size_t>(r)]);
+  }
+  for (int64_t r : batch.logit_rows) {
+    DEEPINFER_CHECK(index[static_cast<size_t>(r)] >= 0, "bounded replay dropped logits row {}", r);
+    out.logit_rows.push_back(index[static_cast<size_t>(r)]);
+  }
+}
+
+TensorView DeepseekV41::gather(Step& step, TensorView t, std::span<const int64_t> rows, int row_dim) const {
+  // Dimension `row_dim` indexes tokens; the dimensions before it (Engram's layers) are kept. I32
+  // data moves as 4-byte words through the F32 row gather.
+  DEEPINFER_CHECK(t.is_contiguous() && (t.dtype == DType::F32 || t.dtype == DType::I32) && row_dim < t.rank,
+                  "gather: expected a contiguous F32 / I32 tensor");
+  int64_t lead = 1;
+  for (int k = 0; k < row_dim; ++k) lead *= t.dim(k);
+  const int64_t T = t.dim(row_dim), width = t.numel() / std::max<int64_t>(1, lead * T);
+  const auto R = static_cast<int64_t>(rows.size());
+  auto dims = t.shape;
+  dims[static_cast<size_t>(row_dim)] = R;
+  TensorView out = step.ws.tensor(t.dtype, std::span<const int64_t>(dims.data(), static_cast<size_t>(t.rank)));
+  for (int64_t i = 0; i < lead; ++i) {
+    auto* src = static_cast<std::byte*>(t.data) + i * T * width * 4;
+    auto* dst = static_cast<std::byte*>(out.data) + i * R * width * 4;
+    backend_->gather_rows(TensorView::contiguous(src, DType::F32, {T, width}, t.device), rows,
+                          TensorView::contiguous(dst, DType::F32, {R, width}, t.device));
+  }
+  return out;
+}
+
+std::unique_ptr<CausalLM> load(const std::filesystem::path& dir, const LoadOptions& options) {
+  io::DeepseekV41Config config = io::load_deepseek_v41_config(dir);
+  auto weights = load_weights(dir, config, options.progress);
+  EngramTables engram = load_engram_tables(dir, config);
+  return std::make_unique<DeepseekV41>(std::move(config), std::move(weights), std::move(engram), options);
+}
+
+}  // namespace deepinfer::model::deepseek_v41
