@@ -118,6 +118,61 @@ TEST_P(BackendOps, LinearLargeScalesAndNaNCodes) {
   }
 }
 
+// Shapes of the CUDA tensor-core GEMM's schedules (BF16, FP8 without scales / with E8M0 blocks,
+// FP4): few rows (one 8-token tile, split K over the warps), 9 / 33 rows (2 and 8 tiles), and 600
+// rows on 2048 outputs (the "seq" schedule: each warp walks every K slice). Every row must also be
+// bit-identical to the row computed alone, in both modes: a backend's GEMM may not change a row's
+// bits with the batch (the model tests promise it for the default mode too).
+TEST_P(BackendOps, LinearTensorCoreShapesAndRowsAlone) {
+  const LinearCase cases[] = {
+      {DType::BF16, Scales::None, 0, "BF16"},
+      {DType::F8_E4M3, Scales::None, 0, "FP8 without scales"},
+      {DType::F8_E4M3, Scales::E8M0Blocks, 128, "FP8 with E8M0 128x128 scales"},
+      {DType::F4_E2M1, Scales::E8M0Blocks, 32, "FP4 with E8M0 per 32"},
+  };
+  const int64_t rows = 2048, cols = 256;
+  for (const auto& lc : cases) {
+    const StoredWeight& w = keep(make_weight(rng, lc.dtype, rows, cols, lc.scales, lc.block));
+    for (int64_t T : {1, 9, 33, 600}) {
+      const auto x = randoms(static_cast<size_t>(T * cols));
+      const auto dx = on_device(x);
+      auto y = nan_output(static_cast<size_t>(T * rows));
+      be->linear(w.w, dx.view({T, cols}), y.view({T, rows}));
+      const auto got = y.download();
+      EXPECT_CLOSE(got, ref_linear(w, x, T), std::string(lc.label) + " T=" + std::to_string(T));
+      for (int64_t t : {int64_t{0}, T / 2, T - 1}) {
+        const auto dxr = on_device(std::vector<float>(x.begin() + t * cols, x.begin() + (t + 1) * cols));
+        auto d_yr = nan_output(static_cast<size_t>(rows));
+        be->linear(w.w, dxr.view({1, cols}), d_yr.view({1, rows}));
+        const auto yr = d_yr.download();
+        EXPECT_TRUE(std::equal(yr.begin(), yr.end(), got.begin() + t * rows))
+            << lc.label << ": row " << t << " of " << T << " alone differs from the batch";
+      }
+    }
+  }
+}
+
+TEST_P(BackendOps, GroupedLinearManyRows) {
+  const int64_t G = 8, R = 64, C = 128, T = 100;
+  for (DType dtype : {DType::BF16, DType::F8_E4M3, DType::F4_E2M1}) {
+    const StoredWeight& w =
+        keep(make_weight(rng, dtype, G * R, C, dtype == DType::BF16 ? Scales::None : Scales::E8M0Blocks, 32));
+    const auto x = randoms(static_cast<size_t>(T * G * C));
+    const auto dx = on_device(x);
+    auto y = nan_output(static_cast<size_t>(T * G * R));
+    be->grouped_linear(w.w, G, dx.view({T, G * C}), y.view({T, G * R}));
+    std::vector<double> want(y.size());
+    for (int64_t t = 0; t < T; ++t)
+      for (int64_t g = 0; g < G; ++g)
+        for (int64_t r = 0; r < R; ++r) {
+          double s = 0;
+          for (int64_t c = 0; c < C; ++c) s += w.at(g * R + r, c) * x[static_cast<size_t>(t * G * C + g * C + c)];
+          want[static_cast<size_t>(t * G * R + g * R + r)] = s;
+        }
+    EXPECT_CLOSE(y.download(), want, std::string("grouped_linear T=100 ") + std::string(dtype_name(dtype)));
+  }
+}
+
 TEST_P(BackendOps, GroupedLinearIsBlockDiagonal) {
   const int64_t G = 4, R = 32, C = 48, T = 5;
   for (DType dtype : {DType::BF16, DType::F8_E4M3}) {
@@ -628,6 +683,54 @@ TEST_P(BackendOps, MoeExpertsSwigluWithClampsAndSharedExpert) {
       }
       EXPECT_CLOSE(out.download(), want, std::string("moe_experts ") + std::string(dtype_name(routed_dtype)) + " limit " +
                                   std::to_string(limit));
+    }
+  }
+}
+
+// Experts with many rows each (T = 300 tokens over 8 experts, top 2: ~75 rows per expert, tiles of
+// 64 rows on the CUDA tensor cores) and wider matrices; each token alone must give the same bits.
+TEST_P(BackendOps, MoeExpertsManyRowsPerExpert) {
+  const int64_t D = 256, I = 128, E = 8, K = 2, T = 300;
+  for (auto [routed_dtype, shared_dtype] : {std::pair{DType::F4_E2M1, DType::F8_E4M3}, std::pair{DType::BF16, DType::BF16}}) {
+    auto& experts = keep(std::vector<ExpertWeights>{});
+    for (int64_t e = 0; e < E; ++e) experts.push_back(make_expert(rng, routed_dtype, I, D));
+    const ExpertWeights& shared = keep(make_expert(rng, shared_dtype, I, D));
+    std::vector<backend::SwigluExpert> views;
+    for (const auto& e : experts) views.push_back(e.view());
+    const float limit = 10.0f;
+    backend::MoeWeights mw{views, shared.view(), limit};
+    auto x = randoms(static_cast<size_t>(T * D));
+    std::vector<int32_t> chosen(static_cast<size_t>(T * K));
+    for (int64_t t = 0; t < T; ++t) {
+      chosen[t * K] = static_cast<int32_t>(uniform_int(0, E - 1));
+      do chosen[t * K + 1] = static_cast<int32_t>(uniform_int(0, E - 1)); while (chosen[t * K + 1] == chosen[t * K]);
+    }
+    auto weights = randoms(static_cast<size_t>(T * K));
+    const auto dx = on_device(x);
+    const auto d_chosen = on_device(chosen);
+    const auto d_weights = on_device(weights);
+    auto out = nan_output(static_cast<size_t>(T * D));
+    be->moe_experts(mw, dx.view({T, D}), d_chosen.view({T, K}), d_weights.view({T, K}), out.view({T, D}));
+    const auto got = out.download();
+    std::vector<double> want(out.size());
+    for (int64_t t = 0; t < T; ++t) {
+      auto row = ref_swiglu(shared, x.data() + t * D, D, limit);
+      for (int64_t k = 0; k < K; ++k) {
+        const auto y = ref_swiglu(experts[static_cast<size_t>(chosen[t * K + k])], x.data() + t * D, D, limit);
+        for (int64_t d = 0; d < D; ++d) row[static_cast<size_t>(d)] += weights[t * K + k] * y[static_cast<size_t>(d)];
+      }
+      std::copy(row.begin(), row.end(), want.begin() + t * D);
+    }
+    EXPECT_CLOSE(got, want, std::string("moe_experts T=300 ") + std::string(dtype_name(routed_dtype)));
+    for (int64_t t : {0, 150, 299}) {
+      const auto dxr = on_device(std::vector<float>(x.begin() + t * D, x.begin() + (t + 1) * D)),
+                 dwr = on_device(std::vector<float>(weights.begin() + t * K, weights.begin() + (t + 1) * K));
+      const auto dcr = on_device(std::vector<int32_t>(chosen.begin() + t * K, chosen.begin() + (t + 1) * K));
+      auto d_yr = nan_output(static_cast<size_t>(D));
+      be->moe_experts(mw, dxr.view({1, D}), dcr.view({1, K}), dwr.view({1, K}), d_yr.view({1, D}));
+      const auto yr = d_yr.download();
+      EXPECT_TRUE(std::equal(yr.begin(), yr.end(), got.begin() + t * D))
+          << "moe_experts " << dtype_name(routed_dtype) << ": token " << t << " alone differs from the batch";
     }
   }
 }

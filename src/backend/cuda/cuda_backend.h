@@ -138,6 +138,10 @@ class CudaBackend final : public backend::Backend {
 
  private:
   void* stage_bytes(const void* host, size_t bytes);
+  // linear and grouped_linear after validation (ops_gemm.cpp).
+  void linear_any(const WeightMatrix& w, int64_t groups, TensorView x, TensorView y);
+  // scratch() slots of the tensor-core GEMM's split activations (this one and the next).
+  static constexpr int kTcScratch = 3;
 
   backend::BackendOptions options_;
   CudaAllocator allocator_;

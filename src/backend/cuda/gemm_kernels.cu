@@ -197,7 +197,7 @@ __global__ void moe_count_kernel(const int32_t* experts, int64_t routed, int64_t
 // gives each run its first row and tile (the same plan as a serial pass over the experts).
 constexpr int kPlanThreads = 1024;
 __global__ void __launch_bounds__(kPlanThreads) moe_plan_kernel(const int32_t* counts, int64_t E, int32_t* offsets,
-                                                                MoeTile* tiles, int32_t* tile_count) {
+                                                                MoeTile* tiles, int32_t* tile_count, int32_t tt) {
   __shared__ int32_t srows[kPlanThreads], stiles[kPlanThreads];
   const int t = static_cast<int>(threadIdx.x);
   const int64_t per = (E + kPlanThreads - 1) / kPlanThreads, e0 = t * per, e1 = e0 + per < E ? e0 + per : E;
@@ -205,7 +205,7 @@ __global__ void __launch_bounds__(kPlanThreads) moe_plan_kernel(const int32_t* c
   for (int64_t e = e0; e < e1; ++e) {
     const int32_t c = counts[e];
     rows += c;
-    nt += (c + kTT - 1) / kTT;
+    nt += (c + tt - 1) / tt;
   }
   srows[t] = rows;
   stiles[t] = nt;
@@ -221,7 +221,7 @@ __global__ void __launch_bounds__(kPlanThreads) moe_plan_kernel(const int32_t* c
   for (int64_t e = e0; e < e1; ++e) {
     offsets[e] = off;
     const int32_t c = counts[e];
-    for (int32_t r = 0; r < c; r += kTT) tiles[n++] = {static_cast<int32_t>(e), off + r, off + (c < r + kTT ? c : r + kTT), 0};
+    for (int32_t r = 0; r < c; r += tt) tiles[n++] = {static_cast<int32_t>(e), off + r, off + (c < r + tt ? c : r + tt), 0};
     off += c;
   }
   if (t == kPlanThreads - 1) {
@@ -371,13 +371,14 @@ void launch_moe_route(const MoeRouteArgs& a) {
   moe_route_kernel<<<blocks_for(a.tokens, kRouteWarps), 32 * kRouteWarps>>>(a);
 }
 
-void launch_moe_plan(const int32_t* experts, int64_t tokens, int64_t top_k, int64_t num_experts, const MoeIndex& ix) {
+void launch_moe_plan(const int32_t* experts, int64_t tokens, int64_t top_k, int64_t num_experts, const MoeIndex& ix,
+                     int tile_rows) {
   const int64_t routed = tokens * top_k;
   if (routed <= 0) return;
   constexpr int threads = 256;
   cudaMemsetAsync(ix.counts, 0, static_cast<size_t>(num_experts) * sizeof(int32_t), 0);
   moe_count_kernel<<<blocks_for(routed, threads), threads>>>(experts, routed, num_experts, ix.counts, ix.pos);
-  moe_plan_kernel<<<1, kPlanThreads>>>(ix.counts, num_experts, ix.offsets, ix.tiles, ix.tile_count);
+  moe_plan_kernel<<<1, kPlanThreads>>>(ix.counts, num_experts, ix.offsets, ix.tiles, ix.tile_count, tile_rows);
   moe_assign_kernel<<<blocks_for(routed, threads), threads>>>(experts, ix.pos, ix.offsets, routed, top_k, ix.row_of,
                                                               ix.row_token);
 }

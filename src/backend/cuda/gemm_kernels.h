@@ -5,9 +5,17 @@
 // caller (ops_gemm.cpp) validates shapes and checks each launch. Built by nvcc (gemm_kernels.cu) and
 // g++ alike, so nothing here includes deepinfer headers beyond device_types.h.
 //
-// Every output value is the same float32 arithmetic whatever the other rows of the call (fixed lane
-// chunks, a fixed butterfly and a split-K chosen from the weight's shape; skinny_gemm.cuh): results
-// are batch invariant.
+// Every output value is the same arithmetic whatever the other rows of the call: results are batch
+// invariant, in both modes. Which GEMM runs depends on the weight alone, never on the number of rows
+// (the model tests promise that batching changes no bit even in the default mode, so a row-count
+// threshold between two kernels of different rounding is not allowed):
+//  - every format in a layout of 16-byte rows (gemm_format): the tensor-core GEMM (tc_gemm.cu), at
+//    every number of rows; its schedules for few and many rows give identical bits.
+//  - other layouts (rows not a multiple of 16 bytes, FP8 blocks not a multiple of 16 columns): the
+//    weight-streaming CUDA-core tile (skinny_gemm.cuh: fixed lane chunks, a fixed butterfly and a
+//    split-K chosen from the weight's shape).
+// The tensor-core path is opt-in for now (DEEPINFER_TC_GEMM=1 in the environment; tc_gemm.cu says
+// why); without it every weight takes the CUDA-core tile, as before.
 #include <cstddef>
 #include <cstdint>
 
@@ -48,10 +56,10 @@ void launch_moe_route(const MoeRouteArgs& a);
 struct MoeTile {
   int32_t expert, row_begin, row_end, pad;
 };
-// Upper bound on the tiles of `routed` rows over `experts` experts.
-inline int64_t moe_max_tiles(int64_t routed, int64_t experts) {
+// Upper bound on the tiles of `routed` rows over `experts` experts, tile_rows rows per tile at most.
+inline int64_t moe_max_tiles(int64_t routed, int64_t experts, int64_t tile_rows = kGemmTileRows) {
   const int64_t busy = routed < experts ? routed : experts;
-  return (routed + (kGemmTileRows - 1) * busy) / kGemmTileRows + 1;
+  return (routed + (tile_rows - 1) * busy) / tile_rows + 1;
 }
 // Device index buffers of one moe_experts call (int32 each; sizes in brackets).
 struct MoeIndex {
@@ -63,8 +71,10 @@ struct MoeIndex {
   int32_t* tile_count; // [1]
   MoeTile* tiles;      // [moe_max_tiles(T*K, E)]
 };
-// Groups the routed (t, k) pairs of experts [T, K] by expert into rows and tiles.
-void launch_moe_plan(const int32_t* experts, int64_t tokens, int64_t top_k, int64_t num_experts, const MoeIndex& ix);
+// Groups the routed (t, k) pairs of experts [T, K] by expert into rows and tiles of tile_rows rows
+// at most (a multiple of 8, at most 64).
+void launch_moe_plan(const int32_t* experts, int64_t tokens, int64_t top_k, int64_t num_experts, const MoeIndex& ix,
+                     int tile_rows = kGemmTileRows);
 // h[row, i] = silu(min(g, limit)) * clamp(u, -limit, limit), g / u = w1 / w3 of the row's expert
 // times x[row_src[row]] (row_src null: row itself). With tiles null, rows [0, identity_rows) run
 // on expert 0 of w1s / w3s (the shared expert); else grid_tiles blocks read tiles[] up to *tile_count.
@@ -80,5 +90,39 @@ void launch_moe_combine(float* out, const float* ye, const int32_t* experts, con
                         const int32_t* row_of, int64_t tokens, int64_t top_k, int64_t D);
 // dst[0, n) = 0 (on stream 0).
 void launch_zero(float* dst, int64_t n);
+
+// --- tensor-core GEMM (tc_gemm.cu) ---
+// True when DEEPINFER_TC_GEMM=1 (read once).
+bool tc_gemm_enabled();
+// The tensor-core kernel format of a weight, or -1 for layouts only the CUDA-core tile takes
+// (gemm_format's element-wise ones). F32, F16 and FP8 with F32 scales add a third MMA per step for
+// the weight's low bf16 part, so every vector format is on the tensor cores and an F32 copy of
+// quantised values (exact in bf16) gives the quantised weight's sums.
+int tc_format(const DevMatrix& w);
+// The format one tensor-core launch takes for matrices of formats a and b (-1: none).
+int tc_common_format(int a, int b);
+// Whether a call of `rows` rows (per tile) reads x itself (split in registers) instead of the split
+// copy; otherwise the launchers below split x into xc first.
+bool tc_reads_x(int64_t rows, const float* x);
+// The activations [rows, groups * C] (C a multiple of 4) as the tensor-core GEMM reads them: bf16 hi,
+// mid and lo parts (summing to x exactly), 24 bytes per 4 columns in two planes, each group's
+// columns padded to a multiple of 128 and permuted within each 128 (tc_split_bytes(rows, groups, C)
+// bytes at `out`, 16-byte aligned).
+size_t tc_split_bytes(int64_t rows, int64_t groups, int64_t C);
+void launch_tc_split_x(const float* x, int64_t rows, int64_t groups, int64_t C, void* out);
+// launch_linear on the tensor cores (fmt = tc_format(w)); xc: room for the split x
+// (tc_split_bytes(tokens, groups, C)), unused when tc_reads_x(tokens, x).
+void launch_linear_tc(int fmt, const DevMatrix& w, int64_t groups, const float* x, void* xc, int64_t tokens, float* y);
+// Rows per MoE tile for the tensor-core GEMM at about rows_per_expert rows per expert (8, 32 or 64).
+int tc_moe_tile_rows(int64_t rows_per_expert);
+// launch_moe_gate_up (swiglu) / launch_moe_down on the tensor cores: fmt the tc_format of all the
+// experts' matrices; tiles of tile_rows rows at most (identity rows: blocks of tile_rows); x [x_rows,
+// K] (rows through row_src), split into xc (tc_split_bytes(x_rows, 1, K)) unless tc_reads_x(tile_rows, x).
+// routed: the experts' split-K is that of routed experts (a fixed rule of the shape), else the
+// shared expert's.
+void launch_moe_gemm_tc(bool swiglu, int fmt, const DevMatrix* wa, const DevMatrix* wb, const MoeTile* tiles,
+                        const int32_t* tile_count, int64_t grid_tiles, int64_t identity_rows, int tile_rows,
+                        const int32_t* row_src, const float* x, int64_t x_rows, void* xc, int64_t K, float* y,
+                        int64_t n_out, float limit, bool routed);
 
 }  // namespace deepinfer::cuda

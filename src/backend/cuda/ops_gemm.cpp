@@ -28,7 +28,36 @@ int common_format(std::initializer_list<const std::vector<DevMatrix>*> lists) {
   return fmt < 0 ? kGemmGenericFormat : fmt;
 }
 
+// The tensor-core format one kernel instance takes for every matrix of the lists (tc_common_format),
+// or -1 (then the CUDA-core tile runs them; always unless DEEPINFER_TC_GEMM=1).
+int all_tc(std::initializer_list<const std::vector<DevMatrix>*> lists) {
+  if (!tc_gemm_enabled()) return -1;
+  int fmt = -1;
+  for (const auto* l : lists)
+    for (const DevMatrix& m : *l) {
+      const int f = tc_format(m);
+      fmt = fmt < 0 ? f : tc_common_format(fmt, f);
+      if (fmt < 0) return -1;
+    }
+  return fmt;
+}
+
 }  // namespace
+
+// linear / grouped_linear: the tensor-core GEMM for the formats it takes, at every number of rows
+// (the choice depends on the weight alone: gemm_kernels.h), else the CUDA-core tile.
+void CudaBackend::linear_any(const WeightMatrix& w, int64_t groups, TensorView x, TensorView y) {
+  const int64_t T = x.rows();
+  const DevMatrix dw = weight(w).dev();
+  const int fmt = tc_gemm_enabled() ? tc_format(dw) : -1;
+  if (fmt >= 0) {
+    void* xc = tc_reads_x(T, x.f32()) ? nullptr : scratch(tc_split_bytes(T, groups, w.cols), kTcScratch);
+    launch_linear_tc(fmt, dw, groups, x.f32(), xc, T, y.f32());
+  } else {
+    launch_linear(dw, groups, x.f32(), T, y.f32());
+  }
+  DEEPINFER_CUDA_LAUNCHED();
+}
 
 void CudaBackend::linear(const WeightMatrix& w, TensorView x, TensorView y) {
   begin_op();
@@ -39,9 +68,7 @@ void CudaBackend::linear(const WeightMatrix& w, TensorView x, TensorView y) {
                   "linear: weight [{}, {}] does not fit input [{}, {}] / output [{}, {}]", w.rows, w.cols, T,
                   x.last_dim(), y.rows(), y.last_dim());
   if (T == 0 || w.rows == 0) return;
-  const DevMatrix dw = weight(w).dev();
-  launch_linear(dw, 1, x.f32(), T, y.f32());
-  DEEPINFER_CUDA_LAUNCHED();
+  linear_any(w, 1, x, y);
 }
 
 void CudaBackend::grouped_linear(const WeightMatrix& w, int64_t groups, TensorView x, TensorView y) {
@@ -55,9 +82,7 @@ void CudaBackend::grouped_linear(const WeightMatrix& w, int64_t groups, TensorVi
                   w.rows, w.cols, groups, x.last_dim(), y.last_dim());
   DEEPINFER_CHECK(groups <= 65535, "grouped_linear: {} groups above the CUDA grid limit", groups);
   if (T == 0 || w.rows == 0) return;
-  const DevMatrix dw = weight(w).dev();
-  launch_linear(dw, groups, x.f32(), T, y.f32());
-  DEEPINFER_CUDA_LAUNCHED();
+  linear_any(w, groups, x, y);
 }
 
 void CudaBackend::moe_route(const backend::RoutingParams& p, TensorView logits, std::span<const int32_t> token_ids,
@@ -149,28 +174,76 @@ void CudaBackend::moe_experts(const backend::MoeWeights& w, TensorView x, Tensor
   const float limit = w.swiglu_limit;
   DEEPINFER_CHECK(T * std::max<int64_t>(K, 1) < (int64_t{1} << 31), "moe_experts: {} routed rows above int32", T * K);
 
-  // Every scratch buffer first (a growing scratch() synchronises and frees the old buffer).
   const int64_t I = E > 0 && w.experts[0].w1 ? w.experts[0].w1->rows : 0;
   const int64_t Is = w.shared.w1 ? w.shared.w1->rows : 0;
   const int64_t routed = E > 0 ? T * K : 0;
-  const int64_t max_tiles = routed > 0 ? moe_max_tiles(routed, E) : 0;
-  const size_t index_ints = static_cast<size_t>(E + routed + (E + 1) + routed + routed + 1 + 4 * max_tiles);
-  float* h = static_cast<float*>(scratch(static_cast<size_t>(std::max<int64_t>({T * Is, routed * I, 1})) * sizeof(float), 1));
 
-  // The shared expert writes out [T, D]; the routed experts are then added per token.
+  std::vector<DevMatrix> s1, s2, s3, m1, m2, m3;
   if (w.shared.w1) {
     DEEPINFER_CHECK(same_shape(w.shared.w1, Is, D) && same_shape(w.shared.w3, Is, D) && same_shape(w.shared.w2, D, Is),
                     "moe_experts: shared expert does not fit D = {}", D);
-    const std::vector<DevMatrix> s1 = {weight(*w.shared.w1).dev()}, s3 = {weight(*w.shared.w3).dev()},
-                                 s2 = {weight(*w.shared.w2).dev()};
+    s1 = {weight(*w.shared.w1).dev()};
+    s3 = {weight(*w.shared.w3).dev()};
+    s2 = {weight(*w.shared.w2).dev()};
+  }
+  if (routed > 0) {
+    m1.reserve(static_cast<size_t>(E));
+    m2.reserve(static_cast<size_t>(E));
+    m3.reserve(static_cast<size_t>(E));
+    for (int64_t e = 0; e < E; ++e) {
+      const backend::SwigluExpert& ex = w.experts[static_cast<size_t>(e)];
+      DEEPINFER_CHECK(same_shape(ex.w1, I, D) && same_shape(ex.w3, I, D) && same_shape(ex.w2, D, I),
+                      "moe_experts: expert {} does not fit [I = {}, D = {}] like expert 0", e, I, D);
+      m1.push_back(weight(*ex.w1).dev());
+      m3.push_back(weight(*ex.w3).dev());
+      m2.push_back(weight(*ex.w2).dev());
+    }
+  }
+  // The tensor-core GEMM where the matrices allow it (the weights alone decide: gemm_kernels.h).
+  const int f_shared_gu = w.shared.w1 ? all_tc({&s1, &s3}) : -1, f_shared_down = w.shared.w1 ? all_tc({&s2}) : -1;
+  // The routed pair shares one plan, whose tiles the CUDA-core tile takes only at kGemmTileRows rows:
+  // both on the tensor cores or neither.
+  const int f_routed_gu = routed > 0 ? all_tc({&m1, &m3}) : -1, f_routed_down = routed > 0 ? all_tc({&m2}) : -1;
+  const bool tc_routed = f_routed_gu >= 0 && f_routed_down >= 0;
+  const int shared_rows = tc_moe_tile_rows(T);  // tensor-core schedules only
+  const int routed_rows =
+      tc_routed ? tc_moe_tile_rows(routed / std::max<int64_t>(1, std::min(E, routed))) : kGemmTileRows;
+  const int64_t max_tiles = routed > 0 ? moe_max_tiles(routed, E, routed_rows) : 0;
+  const size_t index_ints = static_cast<size_t>(E + routed + (E + 1) + routed + routed + 1 + 4 * max_tiles);
+
+  // Every scratch buffer first (a growing scratch() synchronises and frees the old buffer).
+  float* h = static_cast<float*>(scratch(static_cast<size_t>(std::max<int64_t>({T * Is, routed * I, 1})) * sizeof(float), 1));
+  // Room for the split activations where a tensor-core launch splits them (tiles of more than 8 rows).
+  const bool shared_split = !tc_reads_x(shared_rows, x.f32()) || !tc_reads_x(shared_rows, h);
+  const bool routed_split = tc_routed && (!tc_reads_x(routed_rows, x.f32()) || !tc_reads_x(routed_rows, h));
+  void* xc = (f_shared_gu >= 0 && shared_split) || routed_split ? scratch(tc_split_bytes(T, 1, D), kTcScratch)
+                                                                 : nullptr;
+  void* hc = (f_shared_down >= 0 && shared_split) || routed_split
+                 ? scratch(std::max({tc_split_bytes(T, 1, Is), tc_split_bytes(routed, 1, I), size_t{16}}), kTcScratch + 1)
+                 : nullptr;
+  auto* ints_base = routed > 0 ? static_cast<int32_t*>(scratch(index_ints * sizeof(int32_t), 0)) : nullptr;
+  float* ye = routed > 0 ? static_cast<float*>(scratch(static_cast<size_t>(routed * D) * sizeof(float), 2)) : nullptr;
+
+  // The shared expert writes out [T, D]; the routed experts are then added per token.
+  if (w.shared.w1) {
     const DevMatrix* d1 = stage(std::span<const DevMatrix>(s1));
     const DevMatrix* d3 = stage(std::span<const DevMatrix>(s3));
     const DevMatrix* d2 = stage(std::span<const DevMatrix>(s2));
-    const int64_t tiles = (T + kGemmTileRows - 1) / kGemmTileRows;
-    launch_moe_gate_up(common_format({&s1, &s3}), d1, d3, nullptr, nullptr, tiles, T, nullptr, x.f32(), D, Is, limit,
-                       h);
+    if (f_shared_gu >= 0) {
+      launch_moe_gemm_tc(true, f_shared_gu, d1, d3, nullptr, nullptr, (T + shared_rows - 1) / shared_rows, T,
+                         shared_rows, nullptr, x.f32(), T, xc, D, h, Is, limit, false);
+    } else {
+      launch_moe_gate_up(common_format({&s1, &s3}), d1, d3, nullptr, nullptr, (T + kGemmTileRows - 1) / kGemmTileRows,
+                         T, nullptr, x.f32(), D, Is, limit, h);
+    }
     DEEPINFER_CUDA_LAUNCHED();
-    launch_moe_down(common_format({&s2}), d2, nullptr, nullptr, tiles, T, h, Is, D, out.f32());
+    if (f_shared_down >= 0) {
+      launch_moe_gemm_tc(false, f_shared_down, d2, d2, nullptr, nullptr, (T + shared_rows - 1) / shared_rows, T,
+                         shared_rows, nullptr, h, T, hc, Is, out.f32(), D, 0.0f, false);
+    } else {
+      launch_moe_down(common_format({&s2}), d2, nullptr, nullptr, (T + kGemmTileRows - 1) / kGemmTileRows, T, h, Is, D,
+                      out.f32());
+    }
     DEEPINFER_CUDA_LAUNCHED();
   } else {
     launch_zero(out.f32(), T * D);
@@ -178,25 +251,9 @@ void CudaBackend::moe_experts(const backend::MoeWeights& w, TensorView x, Tensor
   }
   if (routed == 0) return;
 
-  std::vector<DevMatrix> m1, m2, m3;
-  m1.reserve(static_cast<size_t>(E));
-  m2.reserve(static_cast<size_t>(E));
-  m3.reserve(static_cast<size_t>(E));
-  for (int64_t e = 0; e < E; ++e) {
-    const backend::SwigluExpert& ex = w.experts[static_cast<size_t>(e)];
-    DEEPINFER_CHECK(same_shape(ex.w1, I, D) && same_shape(ex.w3, I, D) && same_shape(ex.w2, D, I),
-                    "moe_experts: expert {} does not fit [I = {}, D = {}] like expert 0", e, I, D);
-    m1.push_back(weight(*ex.w1).dev());
-    m3.push_back(weight(*ex.w3).dev());
-    m2.push_back(weight(*ex.w2).dev());
-  }
   const DevMatrix* d1 = stage(std::span<const DevMatrix>(m1));
   const DevMatrix* d3 = stage(std::span<const DevMatrix>(m3));
   const DevMatrix* d2 = stage(std::span<const DevMatrix>(m2));
-
-  auto* ints_base = static_cast<int32_t*>(scratch(index_ints * sizeof(int32_t), 0));
-  float* ye = static_cast<float*>(scratch(static_cast<size_t>(routed * D) * sizeof(float), 2));
-  // (scratch 0 and 2 may have grown, synchronising; h in scratch 1 stays valid.)
   MoeIndex ix;
   int32_t* p = ints_base;
   ix.counts = p, p += E;
@@ -206,12 +263,22 @@ void CudaBackend::moe_experts(const backend::MoeWeights& w, TensorView x, Tensor
   ix.row_token = p, p += routed;
   ix.tile_count = p, p += 1;
   ix.tiles = reinterpret_cast<MoeTile*>(p);
-  launch_moe_plan(experts.i32(), T, K, E, ix);
+  launch_moe_plan(experts.i32(), T, K, E, ix, routed_rows);
   DEEPINFER_CUDA_LAUNCHED();
-  launch_moe_gate_up(common_format({&m1, &m3}), d1, d3, ix.tiles, ix.tile_count, max_tiles, 0, ix.row_token, x.f32(),
-                     D, I, limit, h);
+  if (tc_routed) {
+    launch_moe_gemm_tc(true, f_routed_gu, d1, d3, ix.tiles, ix.tile_count, max_tiles, 0, routed_rows, ix.row_token,
+                       x.f32(), T, xc, D, h, I, limit, true);
+  } else {
+    launch_moe_gate_up(common_format({&m1, &m3}), d1, d3, ix.tiles, ix.tile_count, max_tiles, 0, ix.row_token, x.f32(),
+                       D, I, limit, h);
+  }
   DEEPINFER_CUDA_LAUNCHED();
-  launch_moe_down(common_format({&m2}), d2, ix.tiles, ix.tile_count, max_tiles, 0, h, I, D, ye);
+  if (tc_routed) {
+    launch_moe_gemm_tc(false, f_routed_down, d2, d2, ix.tiles, ix.tile_count, max_tiles, 0, routed_rows, nullptr, h,
+                       routed, hc, I, ye, D, 0.0f, true);
+  } else {
+    launch_moe_down(common_format({&m2}), d2, ix.tiles, ix.tile_count, max_tiles, 0, h, I, D, ye);
+  }
   DEEPINFER_CUDA_LAUNCHED();
   launch_moe_combine(out.f32(), ye, experts.i32(), weights.f32(), ix.row_of, T, K, D);
   DEEPINFER_CUDA_LAUNCHED();
