@@ -109,7 +109,8 @@ struct EngineConfig {
   // replay — the last swa_replay_keep tokens before the hit are recomputed with the window clamped
   // there (approximate, O(keep) work). 0: exact — window-state snapshots at block boundaries are
   // cached too and a hit ends where one exists; outputs equal uncached ones bit for bit under
-  // batch-invariant numerics.
+  // batch-invariant numerics. On DeepSeek-V4.1 it also bounds prefill: the layers after the last
+  // KV-source layer run over only the last swa_replay_keep tokens of a prompt (0: all; exact).
   int64_t swa_replay_keep = 140;
 };
 

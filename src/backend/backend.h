@@ -33,6 +33,10 @@ enum class TopKTies {
   LowerIndex,
 };
 
+// Where a top-k selection happens: the MoE router's experts (continuous scores, where exact ties
+// are constructed rather than met) or the indexer's entries (ReLU scores: ties at zero are common).
+enum class TopKSite { MoeExperts, IndexerEntries };
+
 // Rotary frequencies of one rope flavour: pair i of a head's trailing 2 * inv_freq.size() channels
 // rotates by position * inv_freq[i]; cos and sin are scaled by attention_factor.
 struct RopeFreqs {
@@ -143,9 +147,9 @@ class Backend {
   virtual std::string_view name() const = 0;
   virtual Device device() const = 0;
   virtual bool batch_invariant() const = 0;
-  // Whether TopKTies::Reference reproduces torch.topk's CPU tie order (the CPU backend does); a
-  // backend that does not breaks exact ties toward the lower index under both policies.
-  virtual bool reproduces_reference_ties() const { return false; }
+  // Whether TopKTies::Reference reproduces torch.topk's CPU tie order at `site` (the CPU backend
+  // does at both); where a backend does not, exact ties go to the lower index under both policies.
+  virtual bool reproduces_reference_ties(TopKSite) const { return false; }
 
   // --- memory ---
   // Where the ops' tensors and the state pools live: activations (Workspace) and pools allocate

@@ -59,6 +59,7 @@ LLM::LLM(const std::filesystem::path& model_dir, EngineConfig config) : impl_(st
   load.batch_invariant = impl_->batch_invariant;
   load.top_k_ties = impl_->batch_invariant ? model::TopKTies::LowerIndex : model::TopKTies::Reference;
   load.progress = config.load_progress;
+  load.decoder_replay_keep = config.swa_replay_keep;  // V4.1: the decoder's share of prefill (0 = exact)
   if (!config.device.empty()) load.device = config.device;
   if (std::filesystem::exists(model_dir / "tokenizer.json")) impl_->tokenizer.emplace(Tokenizer::from_model_dir(model_dir));
   impl_->model = model::load_model(model_dir, load);

@@ -24,9 +24,6 @@ LoadOptions load_options_from_env() {
     options.top_k_ties = TopKTies::LowerIndex;
     options.batch_invariant = true;
   }
-  // V4.1 decoder bounded replay until the engine's --swa-replay-keep drives it (0 / unset: exact).
-  if (const char* v = std::getenv("DEEPINFER_V41_DECODER_REPLAY_KEEP"); v && *v)
-    options.decoder_replay_keep = std::strtoll(v, nullptr, 10);
   return options;
 }
 

@@ -350,7 +350,7 @@ TEST_P(BackendOps, IndexerSelectBothTiePolicies) {
             }
             scores[static_cast<size_t>(j)] = s;
           }
-          expect_selection(selected.data() + t * top_k, top_k, scores, held, effective_ties(*be, ties),
+          expect_selection(selected.data() + t * top_k, top_k, scores, held, effective_ties(*be, ties, backend::TopKSite::IndexerEntries),
                            what + ", token at position " + std::to_string(pos));
         }
       pools.download();

@@ -561,7 +561,7 @@ TEST_P(BackendOps, MoeRouteScoringBiasHashNorm) {
               << what << " token " << t << ": hash routing must take tid2eid[" << ids[t] << "]";
         } else {
           std::vector<float> biased_f(biased.begin(), biased.end());
-          expect_top_k(got, biased, K, effective_ties(*be, ties), cpu::torch_top_k_indices(biased_f, K), 1e-6,
+          expect_top_k(got, biased, K, effective_ties(*be, ties, backend::TopKSite::MoeExperts), cpu::torch_top_k_indices(biased_f, K), 1e-6,
                        what + " token " + std::to_string(t));
           want_experts = got;
         }
@@ -609,7 +609,7 @@ TEST_P(BackendOps, MoeRouteExactTies) {
         score_f[e] = static_cast<float>(score[e]);
       }
       const std::vector<int32_t> got(experts.begin() + t * K, experts.begin() + (t + 1) * K);
-      expect_top_k(got, score, K, effective_ties(*be, ties), cpu::torch_top_k_indices(score_f, K), 0.0,
+      expect_top_k(got, score, K, effective_ties(*be, ties, backend::TopKSite::MoeExperts), cpu::torch_top_k_indices(score_f, K), 0.0,
                    std::string(ties == backend::TopKTies::Reference ? "reference" : "lower-index") + " ties, token " +
                        std::to_string(t));
     }

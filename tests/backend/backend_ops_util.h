@@ -36,10 +36,10 @@ struct BackendCase {
 
 // So failure messages name the case instead of dumping its bytes.
 // The tie policy a backend actually applies: one that cannot reproduce torch's CPU tie order
-// (Backend::reproduces_reference_ties() false) must break ties toward the lower index under both.
-inline backend::TopKTies effective_ties(const backend::Backend& be, backend::TopKTies asked) {
-  return asked == backend::TopKTies::Reference && !be.reproduces_reference_ties() ? backend::TopKTies::LowerIndex
-                                                                                    : asked;
+// (Backend::reproduces_reference_ties(site) false) must break ties toward the lower index under both.
+inline backend::TopKTies effective_ties(const backend::Backend& be, backend::TopKTies asked, backend::TopKSite site) {
+  return asked == backend::TopKTies::Reference && !be.reproduces_reference_ties(site) ? backend::TopKTies::LowerIndex
+                                                                                        : asked;
 }
 
 inline void PrintTo(const BackendCase& c, std::ostream* os) {

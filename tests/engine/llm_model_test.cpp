@@ -5,6 +5,7 @@
 // gives the same outputs.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <random>
@@ -176,6 +177,38 @@ TEST(BatchedDefaultMode, GreedyIdsMatchAloneOnKjv) {
   LLM llm(kKjv, config);
   ASSERT_FALSE(llm.batch_invariant());
   EXPECT_EQ(compare(llm.generate(prompts, greedy_with_logits()), alone, prompts, /*bitwise=*/false, "kjv default"), 0);
+}
+
+// DeepSeek-V4.1 through the public API: with swa_replay_keep = 0 (exact) 16 mixed prompts batched
+// give the logits of each alone; with a keep of 8 (the fixture's window; at 16 its one decoder layer
+// already sees all it reads), decoder bounded replay changes the prompts longer than 8 tokens.
+TEST(LLMApiV41, ExactReplayEqualsAloneAndBoundedReplayCutsOnlyLongPrompts) {
+  const fs::path dir = kFixtures / "v41_tiny_fp8";
+  const auto model = load(dir, /*batch_invariant=*/true);
+  const auto prompts = mixed_prompts(16, 10, 200, model->vocab_size(), 29);
+  const auto alone = run_alone(*model, prompts);
+  EngineConfig config;
+  config.max_num_seqs = 16;
+  config.max_num_batched_tokens = 1024;  // every prompt in one chunk, so the replay applies to all long ones
+  config.batch_invariant = true;
+  config.swa_replay_keep = 0;
+  LLM exact(dir, config);
+  EXPECT_EQ(compare(exact.generate(prompts, greedy_with_logits()), alone, prompts, /*bitwise=*/true, "v41 exact"), 0);
+
+  config.swa_replay_keep = 8;
+  config.enable_prefix_caching = false;  // the prompts share no blocks; keep the replay to the decoder's
+  LLM bounded(dir, config);
+  const auto out = bounded.generate(prompts, greedy_with_logits());
+  int long_prompts = 0, changed = 0;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    const auto& got = out[i].outputs.at(0).logits;
+    ASSERT_EQ(got.size(), alone[i].logits.size());
+    for (float v : got) ASSERT_TRUE(std::isfinite(v)) << "prompt " << i;
+    const bool same = std::memcmp(got.data(), alone[i].logits.data(), got.size() * sizeof(float)) == 0;
+    ++long_prompts;  // every prompt has at least 10 tokens
+    changed += same ? 0 : 1;
+  }
+  EXPECT_EQ(changed, long_prompts) << "bounded replay left some long prompts' logits unchanged";
 }
 
 TEST(LLMApi, TextPromptsStopStringsOrderAndTiming) {

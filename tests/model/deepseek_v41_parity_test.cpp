@@ -12,6 +12,7 @@
 #include "core/error.h"
 #include "io/deepseek_v41_config.h"
 #include "io/safetensors.h"
+#include "model/golden_file.h"
 #include "model/deepseek_v41/engram_tables.h"
 #include "model/deepseek_v41/model.h"
 #include "kv/state_pool.h"
@@ -22,15 +23,7 @@ namespace {
 
 const std::string kData = DEEPINFER_TEST_DATA_DIR;
 
-struct Golden {
-  io::Checkpoint file;
-  std::vector<int32_t> ids(const std::string& key) const {
-    std::vector<int32_t> out;
-    for (int64_t v : io::to_int64(file.get(key))) out.push_back(static_cast<int32_t>(v));
-    return out;
-  }
-  std::vector<float> floats(const std::string& key) const { return io::to_float(file.get(key)); }
-};
+using testing_util::Golden;
 
 // Largest |got - want| (+Inf, failing every tolerance, when sizes differ or a value is not finite),
 // how many rows of `width` have another argmax, how many are bit-identical, and the first that is not.

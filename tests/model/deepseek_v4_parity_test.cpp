@@ -8,6 +8,7 @@
 #include <string>
 
 #include "io/safetensors.h"
+#include "model/golden_file.h"
 #include "model/model.h"
 
 namespace deepinfer {
@@ -16,15 +17,7 @@ namespace {
 const std::string kData = DEEPINFER_TEST_DATA_DIR;
 const std::string kModels = DEEPINFER_MODELS_DIR;
 
-struct Golden {
-  io::Checkpoint file;
-  std::vector<int32_t> ids(const std::string& key) const {
-    std::vector<int32_t> out;
-    for (int64_t v : io::to_int64(file.get(key))) out.push_back(static_cast<int32_t>(v));
-    return out;
-  }
-  std::vector<float> floats(const std::string& key) const { return io::to_float(file.get(key)); }
-};
+using testing_util::Golden;
 
 // max |a - b| relative to the range of the golden values, over `rows` rows of the vocabulary.
 // Largest |got - want| over the range of want; +Inf (which fails every tolerance) when sizes differ or

@@ -33,7 +33,8 @@ void add_engine_flags(CLI::App& sub, EngineFlags& flags) {
   sub.add_option("--swa-replay-keep", flags.swa_replay_keep,
                  "Sliding-window state after a prefix-cache hit: recompute this many tokens before the hit with "
                  "the window clamped there (bounded replay; must be >= the model's sliding window), or 0 for "
-                 "exact: window-state snapshots are cached too and outputs equal uncached ones")
+                 "exact: window-state snapshots are cached too and outputs equal uncached ones. On DeepSeek-V4.1 it also "
+                 "bounds prefill: the decoder layers run over only the last N prompt tokens (0: over all of them)")
       ->default_val(140)
       ->check(CLI::NonNegativeNumber);
 }

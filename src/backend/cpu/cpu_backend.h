@@ -28,7 +28,7 @@ class CpuBackend final : public backend::Backend {
   std::string_view name() const override { return "cpu"; }
   Device device() const override { return Device::CPU; }
   bool batch_invariant() const override { return options_.batch_invariant; }
-  bool reproduces_reference_ties() const override { return true; }
+  bool reproduces_reference_ties(backend::TopKSite) const override { return true; }
 
   Allocator& allocator() override { return HostAllocator::instance(); }
   void copy_to_backend(void* dst, const void* host_src, size_t bytes) override { std::memcpy(dst, host_src, bytes); }
@@ -107,6 +107,9 @@ class CpuBackend final : public backend::Backend {
   // when `quantize`; out [tokens, D].
   void swiglu_v41(const backend::SwigluExpert& e, const float* x, int64_t tokens, float limit, const float* weights,
                   bool quantize, float* out);
+  // routed_[e] = (token, routing weight) of every token routed to expert e, in token order.
+  const std::vector<std::vector<std::pair<int64_t, float>>>& group_tokens_by_expert(
+      TensorView experts, TensorView weights, int64_t T, int64_t K, int64_t E, const char* op);
   // The sigmoid / softmax + Sinkhorn split of one token's mixes m [(2+n)*n] (mhc_pre, mhc_coefficients).
   static void mhc_split(const float* m, const backend::MhcWeights& w, const backend::MhcParams& p, float* pre,
                         float* post, float* comb);

@@ -317,25 +317,29 @@ void CpuBackend::swiglu(const backend::SwigluExpert& e, const float* x, int64_t 
   matmul(*e.w2, scratch_c_.data(), tokens, out);
 }
 
+const std::vector<std::vector<std::pair<int64_t, float>>>& CpuBackend::group_tokens_by_expert(
+    TensorView experts, TensorView weights, int64_t T, int64_t K, int64_t E, const char* op) {
+  const int32_t* ex = experts.i32();
+  const float* wt = weights.f32();
+  routed_.resize(static_cast<size_t>(E));
+  for (auto& list : routed_) list.clear();
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t k = 0; k < K; ++k) {
+      const int32_t e = ex[t * K + k];
+      DEEPINFER_CHECK(e >= 0 && e < E, "{}: expert {} outside [0, {})", op, e, E);
+      routed_[static_cast<size_t>(e)].emplace_back(t, wt[t * K + k]);
+    }
+  return routed_;
+}
+
 void CpuBackend::moe_experts(const backend::MoeWeights& w, TensorView x, TensorView experts, TensorView weights,
                              TensorView out) {
   check_f32_contiguous(x, "moe_experts input");
   check_f32_contiguous(out, "moe_experts output");
   const int64_t T = x.rows(), D = x.last_dim(), K = experts.numel() / std::max<int64_t>(T, 1);
   const auto E = static_cast<int64_t>(w.experts.size());
-  const int32_t* ex = experts.i32();
-  const float* wt = weights.f32();
-  // Tokens grouped by expert, in token order; experts run in ascending id so every token
-  // accumulates its experts in the same order whatever the batch.
-  auto& by_expert = routed_;
-  by_expert.resize(static_cast<size_t>(E));
-  for (auto& list : by_expert) list.clear();
-  for (int64_t t = 0; t < T; ++t)
-    for (int64_t k = 0; k < K; ++k) {
-      const int32_t e = ex[t * K + k];
-      DEEPINFER_CHECK(e >= 0 && e < E, "moe_experts: expert {} outside [0, {})", e, E);
-      by_expert[static_cast<size_t>(e)].emplace_back(t, wt[t * K + k]);
-    }
+  // Experts run in ascending id so every token accumulates its experts in the same order whatever the batch.
+  const auto& by_expert = group_tokens_by_expert(experts, weights, T, K, E, "moe_experts");
   float* o = out.f32();
   swiglu(w.shared, x.f32(), T, w.swiglu_limit, o);
   // Every routed row of the step in expert order: gather, run each expert on its slice, then one

@@ -186,17 +186,7 @@ void CpuBackend::moe_experts_v41(const backend::MoeWeights& w, const backend::Mo
   check_f32(out, "moe_experts_v41 output");
   const int64_t T = x.rows(), D = x.last_dim(), K = experts.numel() / std::max<int64_t>(T, 1);
   const auto E = static_cast<int64_t>(w.experts.size());
-  const int32_t* ex = experts.i32();
-  const float* wt = weights.f32();
-  auto& by_expert = routed_;
-  by_expert.resize(static_cast<size_t>(E));
-  for (auto& list : by_expert) list.clear();
-  for (int64_t t = 0; t < T; ++t)
-    for (int64_t k = 0; k < K; ++k) {
-      const int32_t e = ex[t * K + k];
-      DEEPINFER_CHECK(e >= 0 && e < E, "moe_experts_v41: expert {} outside [0, {})", e, E);
-      by_expert[static_cast<size_t>(e)].emplace_back(t, wt[t * K + k]);
-    }
+  const auto& by_expert = group_tokens_by_expert(experts, weights, T, K, E, "moe_experts_v41");
   float* o = out.f32();
   std::fill(o, o + T * D, 0.0f);
   std::vector<float> xe, we, ye;

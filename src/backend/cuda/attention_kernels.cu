@@ -331,21 +331,33 @@ __global__ void store_window_kernel(const DeviceSeq* seqs, int32_t nseq, int64_t
 
 constexpr int kAttnWarps = 8;
 constexpr int kAttnPerLane = static_cast<int>(kMaxAttentionHeadDim / 32);
+constexpr int64_t kSplitKeys = kAttentionSplitKeys;
 
-// One block per (token, head). The keys: the window in position order (positions before the step
-// from the ring row p % W, the rest from the step's kv rows), then the selected entries (-1 skipped)
-// or, without a selection, every completed entry. Each warp runs an online softmax over keys
-// j = warp, warp + 8, ...; the warps merge with the sink logit, which takes mass and is dropped.
-__global__ void sparse_attention_kernel(SparseAttentionArgs a) {
+// The keys of a token: the window in position order (positions before the step from the ring row
+// p % W, the rest from the step's kv rows), then the selected entries (-1 skipped) or, without a
+// selection, every completed entry. They are cut into splits of kSplitKeys (a token's own count
+// decides how many, never the batch), one block per (token, head, split): each warp runs an online
+// softmax over keys split * kSplitKeys + warp + 8 i, the block merges its warps in order and writes
+// (max, sum, unnormalised output); the combine kernel merges the splits in order with the sink
+// logit, which takes mass and is dropped. Many blocks per token keep a batch-1 step's loads in flight.
+__device__ __forceinline__ int64_t attention_keys(const SparseAttentionArgs& a, const DeviceSeq& seq, int64_t pos,
+                                                  int64_t* p0) {
+  *p0 = pos - a.window + 1 > seq.window_floor ? pos - a.window + 1 : seq.window_floor;
+  const int64_t nent = !a.has_entries ? 0 : a.selected ? a.k_sel : (pos + 1) / a.entries.rate;
+  return pos - *p0 + 1 + nent;
+}
+
+__global__ void sparse_attention_partial_kernel(SparseAttentionArgs a, int64_t t0, int64_t splits, float* part_m,
+                                                float* part_l, float* part_o) {
   __shared__ float s_m[kAttnWarps], s_l[kAttnWarps];
   __shared__ float s_o[kAttnWarps][kMaxAttentionHeadDim];
-  const int64_t t = blockIdx.x / a.H, h = blockIdx.x % a.H;
+  const int64_t tt = blockIdx.x / a.H, h = blockIdx.x % a.H, t = t0 + tt, split = blockIdx.y;
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const DeviceSeq seq = a.seqs[seq_of_token(a.seqs, a.nseq, t)];
   const int64_t pos = seq.start + (t - seq.begin), hd = a.hd, W = a.window;
-  const int64_t p0 = pos - W + 1 > seq.window_floor ? pos - W + 1 : seq.window_floor;
-  const int64_t nwin = pos - p0 + 1;
-  const int64_t nent = !a.has_entries ? 0 : a.selected ? a.k_sel : (pos + 1) / a.entries.rate;
+  int64_t p0;
+  const int64_t nkeys = attention_keys(a, seq, pos, &p0), nwin = pos - p0 + 1;
+  const int64_t j_end = (split + 1) * kSplitKeys < nkeys ? (split + 1) * kSplitKeys : nkeys;
   const float* ring = a.st.slots + static_cast<int64_t>(seq.slot) * a.st.slot_elems + a.window_offset;
 
   float q[kAttnPerLane], o[kAttnPerLane];
@@ -357,7 +369,7 @@ __global__ void sparse_attention_kernel(SparseAttentionArgs a) {
     o[i] = 0.0f;
   }
   float m = neg_inf(), l = 0.0f;
-  for (int64_t j = warp; j < nwin + nent; j += kAttnWarps) {
+  for (int64_t j = split * kSplitKeys + warp; j < j_end; j += kAttnWarps) {
     const float* key;
     if (j < nwin) {
       const int64_t p = p0 + j;
@@ -397,19 +409,48 @@ __global__ void sparse_attention_kernel(SparseAttentionArgs a) {
     if (c < hd) s_o[warp][c] = o[i];
   }
   __syncthreads();
-  const float sink = a.sink[h];
-  float M = sink;
+  float M = neg_inf(), f[kAttnWarps], L = 0.0f;
   for (int w = 0; w < kAttnWarps; ++w) M = fmaxf(M, s_m[w]);
-  float total = expf(sink - M), f[kAttnWarps];
   for (int w = 0; w < kAttnWarps; ++w) {
     f[w] = s_l[w] > 0.0f ? expf(s_m[w] - M) : 0.0f;
-    total += s_l[w] * f[w];
+    L += s_l[w] * f[w];
   }
-  const float inv = 1.0f / total;
-  float* out = a.out + (t * a.H + h) * hd;
+  const int64_t slot = (tt * a.H + h) * splits + split;
+  if (threadIdx.x == 0) {
+    part_m[slot] = M;
+    part_l[slot] = L;
+  }
   for (int64_t c = threadIdx.x; c < hd; c += blockDim.x) {
     float acc = 0.0f;
     for (int w = 0; w < kAttnWarps; ++w) acc += s_o[w][c] * f[w];
+    part_o[slot * hd + c] = acc;
+  }
+}
+
+__global__ void sparse_attention_combine_kernel(SparseAttentionArgs a, int64_t t0, int64_t splits, const float* part_m,
+                                                const float* part_l, const float* part_o) {
+  extern __shared__ float weight_of_split[];  // [splits]
+  __shared__ float inv;
+  const int64_t tt = blockIdx.x / a.H, h = blockIdx.x % a.H, t = t0 + tt, hd = a.hd;
+  const int64_t base = (tt * a.H + h) * splits;
+  if (threadIdx.x == 0) {  // in split order, as the single-block merge
+    const float sink = a.sink[h];
+    float M = sink;
+    for (int64_t s = 0; s < splits; ++s) M = fmaxf(M, part_m[base + s]);
+    float total = expf(sink - M);
+    for (int64_t s = 0; s < splits; ++s) {
+      const float L = part_l[base + s];
+      const float f = L > 0.0f ? expf(part_m[base + s] - M) : 0.0f;
+      weight_of_split[s] = f;
+      total += L * f;
+    }
+    inv = 1.0f / total;
+  }
+  __syncthreads();
+  float* out = a.out + (t * a.H + h) * hd;
+  for (int64_t c = threadIdx.x; c < hd; c += blockDim.x) {
+    float acc = 0.0f;
+    for (int64_t s = 0; s < splits; ++s) acc += part_o[(base + s) * hd + c] * weight_of_split[s];
     out[c] = acc * inv;
   }
 }
@@ -446,10 +487,14 @@ void launch_store_window(const DeviceSeq* seqs, int32_t nseq, int64_t tokens, co
   store_window_kernel<<<blocks_for(n, 256), 256, 0, 0>>>(seqs, nseq, tokens, kv, st, window, head_dim, slot_offset);
 }
 
-void launch_sparse_attention(const SparseAttentionArgs& a) {
-  const int64_t n = a.T * a.H;
-  if (n <= 0 || a.hd <= 0) return;
-  sparse_attention_kernel<<<static_cast<unsigned>(n), kAttnWarps * 32, 0, 0>>>(a);
+void launch_sparse_attention(const SparseAttentionArgs& a, int64_t t0, int64_t tokens, int64_t splits, float* part_m,
+                             float* part_l, float* part_o) {
+  if (tokens <= 0 || a.H <= 0 || a.hd <= 0 || splits <= 0) return;
+  const auto blocks = static_cast<unsigned>(tokens * a.H);
+  sparse_attention_partial_kernel<<<dim3(blocks, static_cast<unsigned>(splits)), kAttnWarps * 32, 0, 0>>>(
+      a, t0, splits, part_m, part_l, part_o);
+  sparse_attention_combine_kernel<<<blocks, 128, static_cast<size_t>(splits) * sizeof(float), 0>>>(
+      a, t0, splits, part_m, part_l, part_o);
 }
 
 }  // namespace deepinfer::cuda

@@ -69,6 +69,11 @@ struct SparseAttentionArgs {
 };
 
 constexpr int64_t kMaxAttentionHeadDim = 512;
-void launch_sparse_attention(const SparseAttentionArgs& a);
+// Keys per split (a block per token, head and split; the split count follows the token's own keys).
+constexpr int64_t kAttentionSplitKeys = 128;
+// Tokens [t0, t0 + tokens) with `splits` splits each; part_m / part_l [tokens, H, splits] and
+// part_o [tokens, H, splits, hd] are scratch.
+void launch_sparse_attention(const SparseAttentionArgs& a, int64_t t0, int64_t tokens, int64_t splits, float* part_m,
+                             float* part_l, float* part_o);
 
 }  // namespace deepinfer::cuda

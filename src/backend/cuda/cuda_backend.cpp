@@ -34,7 +34,10 @@ CudaBackend::CudaBackend(const backend::BackendOptions& options) : options_(opti
   DEEPINFER_CUDA_CHECK(cudaSetDevice(0));
 }
 
-CudaBackend::~CudaBackend() { cudaDeviceSynchronize(); }
+CudaBackend::~CudaBackend() {
+  cudaDeviceSynchronize();
+  if (pinned_) cudaFreeHost(pinned_);
+}
 
 void CudaBackend::copy_to_backend(void* dst, const void* host_src, size_t bytes) {
   if (bytes) DEEPINFER_CUDA_CHECK(cudaMemcpy(dst, host_src, bytes, cudaMemcpyHostToDevice));
@@ -103,7 +106,21 @@ void* CudaBackend::stage_bytes(const void* host, size_t bytes) {
   }
   std::byte* p = staging_[staging_chunk_].data() + staging_used_;
   staging_used_ += need;
-  copy_to_backend(p, host, bytes);
+  if (bytes == 0) return p;
+  if (!pinned_) DEEPINFER_CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&pinned_), kPinnedBytes, cudaHostAllocDefault));
+  if (need > kPinnedBytes) {  // larger than the ring: a plain (synchronising) copy
+    copy_to_backend(p, host, bytes);
+    return p;
+  }
+  if (pinned_used_ + need > kPinnedBytes) {
+    // Wrapping: every copy queued from the ring must have run before its bytes are rewritten.
+    DEEPINFER_CUDA_CHECK(cudaStreamSynchronize(stream()));
+    pinned_used_ = 0;
+  }
+  std::byte* h = pinned_ + pinned_used_;
+  pinned_used_ += need;
+  std::memcpy(h, host, bytes);
+  DEEPINFER_CUDA_CHECK(cudaMemcpyAsync(p, h, bytes, cudaMemcpyHostToDevice, stream()));
   return p;
 }
 

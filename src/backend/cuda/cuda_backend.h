@@ -62,7 +62,11 @@ class CudaBackend final : public backend::Backend {
   Device device() const override { return Device::CUDA; }
   bool batch_invariant() const override { return options_.batch_invariant; }
   // TopKTies::Reference chooses on the host from device scores (exact, one round trip per call).
-  bool reproduces_reference_ties() const override { return true; }
+  // The indexer's Reference ties are chosen on the host (a round trip); the router's ties go to the
+  // lower index, so routing never waits for the host (a tie needs equal sqrtsoftplus scores).
+  bool reproduces_reference_ties(backend::TopKSite site) const override {
+    return site == backend::TopKSite::IndexerEntries;
+  }
 
   Allocator& allocator() override { return allocator_; }
   void copy_to_backend(void* dst, const void* host_src, size_t bytes) override;
@@ -109,8 +113,10 @@ class CudaBackend final : public backend::Backend {
   const float* floats(const float* host, size_t count);
   const int32_t* ints(const int32_t* host, size_t count);
   // Per-op staging: copies host data into device scratch that stays valid until the next op
-  // begins (begin_op). Everything runs on the legacy default stream and cudaMemcpy from the host
-  // waits for earlier kernels, so a later op's upload never overwrites data a kernel still reads.
+  // begins (begin_op). The copy goes through a pinned host ring with cudaMemcpyAsync on the one
+  // stream, so it is ordered after earlier kernels (a later op's upload never overwrites data a
+  // kernel still reads) and the host does not wait for the GPU: the launches of a step queue up.
+  // The ring is reused only after a synchronize, once it has filled.
   void begin_op() { staging_used_ = 0; staging_chunk_ = 0; }
   template <typename T>
   T* stage(std::span<const T> host) {
@@ -150,6 +156,9 @@ class CudaBackend final : public backend::Backend {
   std::map<std::pair<const void*, size_t>, Buffer> arrays_;
   std::vector<Buffer> staging_;  // chunks; earlier chunks stay valid while an op stages more
   size_t staging_chunk_ = 0, staging_used_ = 0;
+  std::byte* pinned_ = nullptr;  // host side of the staged copies (cudaHostAlloc), a ring
+  size_t pinned_used_ = 0;
+  static constexpr size_t kPinnedBytes = size_t{8} << 20;
   std::vector<Buffer> scratch_;
 };
 

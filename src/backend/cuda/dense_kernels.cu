@@ -22,23 +22,58 @@ __global__ void embed_kernel(DevMatrix table, const int32_t* ids, int64_t tokens
   out[i] = weight_at(table, ids[t], d);
 }
 
-// One block per row: the sum of squares in double (as the CPU op), then the scaled row.
+// One block per row: the sum of squares in double (as the CPU op), then the scaled row. Rows of a
+// multiple of 4 floats on 16-byte boundaries take float4 loads, so a thread's loads are all in flight
+// at once (a batch-1 row is latency bound, not bandwidth bound).
+__device__ __forceinline__ double block_sum(double s, double* partial) {
+  for (int offset = 16; offset > 0; offset /= 2) s += __shfl_xor_sync(0xffffffffu, s, offset);
+  const int warp = static_cast<int>(threadIdx.x) / 32, warps = static_cast<int>(blockDim.x) / 32;
+  if ((threadIdx.x & 31) == 0) partial[warp] = s;
+  __syncthreads();
+  double total = 0.0;
+  for (int w = 0; w < warps; ++w) total += partial[w];  // every thread: the same fixed order
+  return total;
+}
+
 __global__ void rms_norm_kernel(const float* x, const float* weight, float eps, int64_t n, float* out) {
-  __shared__ double partial[kThreads];
+  __shared__ double partial[kThreads / 32];
   const float* xr = x + blockIdx.x * n;
   float* o = out + blockIdx.x * n;
+  const bool vec = n % 4 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0 && reinterpret_cast<uintptr_t>(out) % 16 == 0 &&
+                   (weight == nullptr || reinterpret_cast<uintptr_t>(weight) % 16 == 0);
   double s = 0.0;
-  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) s += static_cast<double>(xr[i]) * xr[i];
-  partial[threadIdx.x] = s;
-  __syncthreads();
-  for (int stride = blockDim.x / 2; stride > 0; stride /= 2) {
-    if (threadIdx.x < stride) partial[threadIdx.x] += partial[threadIdx.x + stride];
-    __syncthreads();
+  if (vec) {
+    const auto* x4 = reinterpret_cast<const float4*>(xr);
+#pragma unroll 4
+    for (int64_t i = threadIdx.x; i < n / 4; i += blockDim.x) {
+      const float4 v = x4[i];
+      s += static_cast<double>(v.x) * v.x + static_cast<double>(v.y) * v.y + static_cast<double>(v.z) * v.z +
+           static_cast<double>(v.w) * v.w;
+    }
+  } else {
+    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) s += static_cast<double>(xr[i]) * xr[i];
   }
-  const float inv = 1.0f / sqrtf(static_cast<float>(partial[0] / static_cast<double>(n)) + eps);
-  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
-    const float v = xr[i] * inv;  // every thread reads its elements before writing them (in place is safe)
-    o[i] = weight ? weight[i] * v : v;
+  const double total = block_sum(s, partial);
+  const float inv = 1.0f / sqrtf(static_cast<float>(total / static_cast<double>(n)) + eps);
+  // Every thread reads its elements before writing them (in place is safe).
+  if (vec) {
+    const auto* x4 = reinterpret_cast<const float4*>(xr);
+    auto* o4 = reinterpret_cast<float4*>(o);
+#pragma unroll 4
+    for (int64_t i = threadIdx.x; i < n / 4; i += blockDim.x) {
+      float4 v = x4[i];
+      v.x *= inv, v.y *= inv, v.z *= inv, v.w *= inv;
+      if (weight) {
+        const float4 w = reinterpret_cast<const float4*>(weight)[i];
+        v.x *= w.x, v.y *= w.y, v.z *= w.z, v.w *= w.w;
+      }
+      o4[i] = v;
+    }
+  } else {
+    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+      const float v = xr[i] * inv;
+      o[i] = weight ? weight[i] * v : v;
+    }
   }
 }
 
@@ -56,77 +91,6 @@ __global__ void rope_kernel(float* x, const int64_t* positions, int64_t tokens, 
   r[2 * pair + 1] = b * c + a * s;
 }
 
-// mix[t, m] = dot(flat[t], fn[m]): one warp per output, lanes stride the row.
-__global__ void mix_kernel(const float* flat, const float* fn, int64_t tokens, int64_t width, int64_t mixes,
-                           float* mix) {
-  const int64_t warp = (blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x) / 32;
-  const int lane = threadIdx.x % 32;
-  if (warp >= tokens * mixes) return;
-  const int64_t t = warp / mixes, m = warp % mixes;
-  float s = 0.0f;
-  for (int64_t c = lane; c < width; c += 32) s += flat[t * width + c] * fn[m * width + c];
-  for (int offset = 16; offset > 0; offset /= 2) s += __shfl_down_sync(0xffffffffu, s, offset);
-  if (lane == 0) mix[warp] = s;
-}
-
-// One thread per token: sigmoid gates and the Sinkhorn-normalised mixing matrix.
-__global__ void mhc_weights_kernel(const float* mix, int64_t tokens, int64_t n, const float* base, const float* scale,
-                                   float eps, int64_t iters, float* pre, float* post, float* comb) {
-  const int64_t t = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
-  if (t >= tokens) return;
-  const int64_t M = (2 + n) * n;
-  const float* m = mix + t * M;
-  for (int64_t i = 0; i < n; ++i) {
-    pre[t * n + i] = sigmoid_f(m[i] * scale[0] + base[i]) + eps;
-    post[t * n + i] = 2.0f * sigmoid_f(m[n + i] * scale[1] + base[n + i]);
-  }
-  float* c = comb + t * n * n;  // c[j * n + k]: weight of copy j in output copy k
-  for (int64_t j = 0; j < n; ++j) {
-    float mx = -INFINITY;
-    for (int64_t k = 0; k < n; ++k) {
-      c[j * n + k] = m[2 * n + j * n + k] * scale[2] + base[2 * n + j * n + k];
-      mx = fmaxf(mx, c[j * n + k]);
-    }
-    float sum = 0.0f;
-    for (int64_t k = 0; k < n; ++k) {
-      c[j * n + k] = expf(c[j * n + k] - mx);
-      sum += c[j * n + k];
-    }
-    for (int64_t k = 0; k < n; ++k) c[j * n + k] = c[j * n + k] / sum + eps;
-  }
-  for (int64_t it = 0; it < (iters > 1 ? iters : 1); ++it) {  // columns at least once, as the CPU op
-    if (it > 0) {  // rows, then columns; the first round normalises columns only
-      for (int64_t j = 0; j < n; ++j) {
-        float s = 0.0f;
-        for (int64_t k = 0; k < n; ++k) s += c[j * n + k];
-        for (int64_t k = 0; k < n; ++k) c[j * n + k] /= (s + eps);
-      }
-    }
-    for (int64_t k = 0; k < n; ++k) {
-      float s = 0.0f;
-      for (int64_t j = 0; j < n; ++j) s += c[j * n + k];
-      for (int64_t j = 0; j < n; ++j) c[j * n + k] /= (s + eps);
-    }
-  }
-}
-
-__global__ void premix_kernel(const float* residual, const float* pre, int64_t tokens, int64_t n, int64_t D,
-                              float* out) {
-  const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
-  if (i >= tokens * D) return;
-  const int64_t t = i / D, d = i % D;
-  float s = 0.0f;
-  for (int64_t j = 0; j < n; ++j) s += pre[t * n + j] * residual[(t * n + j) * D + d];
-  out[i] = s;
-}
-
-__global__ void head_weights_kernel(const float* mix, int64_t tokens, int64_t n, const float* base, const float* scale,
-                                    float eps, float* pre) {
-  const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
-  if (i >= tokens * n) return;
-  pre[i] = sigmoid_f(mix[i] * scale[0] + base[i % n]) + eps;
-}
-
 __global__ void mhc_post_kernel(const float* old, const float* out, const float* post, const float* comb,
                                 int64_t tokens, int64_t n, int64_t D, float* residual) {
   const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
@@ -135,6 +99,181 @@ __global__ void mhc_post_kernel(const float* old, const float* out, const float*
   float s = post[t * n + k] * out[t * D + d];
   for (int64_t j = 0; j < n; ++j) s += comb[(t * n + j) * n + k] * old[(t * n + j) * D + d];
   residual[i] = s;
+}
+
+// ---------------------------------------------------------------- mHC sites
+// The mixing GEMM is split over the width in chunks of kMixChunk columns, fixed by the width alone
+// (never the batch), so each token's sums are the same in any step. Per (chunk, token) block: the
+// chunk's sum of squares (double) and its dot with every fn row; the finish kernel adds the chunks in
+// order and scales by the RMS factor (the reference's linear(x, fn) * rsqrt).
+constexpr int kMixChunk = 256;
+constexpr int kMixGroup = 8;  // fn rows per pass (register accumulators)
+
+__global__ void __launch_bounds__(kThreads) mhc_mix_partials_kernel(const float* residual, int64_t width, const float* fn,
+                                                                    int64_t mixes, int64_t chunks, double* sumsq,
+                                                                    float* dots) {
+  __shared__ double dpart[kThreads / 32];
+  __shared__ float fpart[kThreads / 32][kMixGroup];
+  const int64_t t = blockIdx.x, chunk = blockIdx.y;  // tokens in x: gridDim.y stops at 65535
+  const int64_t c = chunk * kMixChunk + threadIdx.x;  // kThreads == kMixChunk: one column per thread
+  const bool in = c < width;
+  const float xv = in ? residual[t * width + c] : 0.0f;
+  const double ss = block_sum(static_cast<double>(xv) * xv, dpart);
+  if (threadIdx.x == 0) sumsq[t * chunks + chunk] = ss;
+  const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) & 31;
+  for (int64_t m0 = 0; m0 < mixes; m0 += kMixGroup) {
+    float acc[kMixGroup];
+#pragma unroll
+    for (int g = 0; g < kMixGroup; ++g) acc[g] = in && m0 + g < mixes ? xv * fn[(m0 + g) * width + c] : 0.0f;
+#pragma unroll
+    for (int g = 0; g < kMixGroup; ++g)
+      for (int offset = 16; offset > 0; offset /= 2) acc[g] += __shfl_xor_sync(0xffffffffu, acc[g], offset);
+    __syncthreads();  // the previous group's fpart has been read
+    if (lane == 0)
+#pragma unroll
+      for (int g = 0; g < kMixGroup; ++g) fpart[warp][g] = acc[g];
+    __syncthreads();
+    if (threadIdx.x < kMixGroup && m0 + threadIdx.x < mixes) {
+      float v = 0.0f;
+      for (int w = 0; w < kThreads / 32; ++w) v += fpart[w][threadIdx.x];
+      dots[(t * chunks + chunk) * mixes + m0 + threadIdx.x] = v;
+    }
+  }
+}
+
+struct MhcFinishArgs {
+  const double* sumsq;
+  const float* dots;
+  int64_t chunks, width, mixes, n, D, iters;
+  float norm_eps, hc_eps;
+  const float *base, *scale, *residual;
+  float *input, *post, *comb;  // post / comb null for the head
+  int64_t slice;               // premix columns per block
+};
+
+// One warp's Sinkhorn when the n x n matrix fits its lanes (lane j * n + k holds c[j][k]); each sum
+// is taken in ascending order, as the serial loop below, so both give the same bits.
+__device__ void sinkhorn_warp(float* c, int64_t n, int64_t iters, float eps) {
+  const int lane = static_cast<int>(threadIdx.x) & 31;
+  const int j = lane / static_cast<int>(n), k = lane % static_cast<int>(n);
+  const bool mine = lane < n * n;
+  float v = mine ? c[lane] : 0.0f;
+  for (int64_t it = 0; it < (iters > 1 ? iters : 1); ++it) {
+    if (it > 0) {
+      float s = 0.0f;
+      for (int q = 0; q < n; ++q) s += __shfl_sync(0xffffffffu, v, mine ? j * static_cast<int>(n) + q : 0);
+      v /= (s + eps);
+    }
+    float s = 0.0f;
+    for (int q = 0; q < n; ++q) s += __shfl_sync(0xffffffffu, v, mine ? q * static_cast<int>(n) + k : 0);
+    v /= (s + eps);
+  }
+  if (mine) c[lane] = v;
+}
+
+__device__ void sinkhorn_serial(float* c, int64_t n, int64_t iters, float eps) {
+  for (int64_t it = 0; it < (iters > 1 ? iters : 1); ++it) {  // columns at least once, as the CPU op
+    if (it > 0)  // rows, then columns; the first round normalises columns only
+      for (int64_t j = 0; j < n; ++j) {
+        float s = 0.0f;
+        for (int64_t k = 0; k < n; ++k) s += c[j * n + k];
+        for (int64_t k = 0; k < n; ++k) c[j * n + k] /= (s + eps);
+      }
+    for (int64_t k = 0; k < n; ++k) {
+      float s = 0.0f;
+      for (int64_t j = 0; j < n; ++j) s += c[j * n + k];
+      for (int64_t j = 0; j < n; ++j) c[j * n + k] /= (s + eps);
+    }
+  }
+}
+
+// grid (tokens, column slices): every block of a token derives the same coefficients (the same
+// arithmetic), slice 0 writes post / comb, and each block mixes its columns of the copies.
+__global__ void __launch_bounds__(kThreads) mhc_finish_kernel(MhcFinishArgs a) {
+  extern __shared__ float sm[];
+  float* mix = sm;               // [mixes]
+  float* c = sm + a.mixes;       // [n * n]
+  float* pre = c + a.n * a.n;    // [n]
+  __shared__ float inv;
+  const int64_t t = blockIdx.x, n = a.n;
+  const bool head = a.post == nullptr, writer = blockIdx.y == 0;
+  // The chunks' partials, added in a fixed shape (lane l takes chunks l, l + 32, ... in order, then a
+  // fixed butterfly): warp 0 the sum of squares, then warp w the mixes w, w + 8, ... All loads of a
+  // lane are independent, so a sum costs one memory latency, not one per chunk.
+  const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) & 31;
+  if (warp == 0) {
+    double ss = 0.0;
+    for (int64_t s = lane; s < a.chunks; s += 32) ss += a.sumsq[t * a.chunks + s];
+    for (int offset = 16; offset > 0; offset /= 2) ss += __shfl_xor_sync(0xffffffffu, ss, offset);
+    if (lane == 0) inv = 1.0f / sqrtf(static_cast<float>(ss / static_cast<double>(a.width)) + a.norm_eps);
+  }
+  __syncthreads();
+  for (int64_t m = warp; m < a.mixes; m += kThreads / 32) {
+    float v = 0.0f;
+    for (int64_t s = lane; s < a.chunks; s += 32) v += a.dots[(t * a.chunks + s) * a.mixes + m];
+    for (int offset = 16; offset > 0; offset /= 2) v += __shfl_xor_sync(0xffffffffu, v, offset);
+    if (lane == 0) mix[m] = v * inv;
+  }
+  __syncthreads();
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+    pre[i] = sigmoid_f(mix[i] * a.scale[0] + a.base[i]) + a.hc_eps;
+    if (!head && writer) a.post[t * n + i] = 2.0f * sigmoid_f(mix[n + i] * a.scale[1] + a.base[n + i]);
+  }
+  if (!head && writer) {
+    for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {  // row j: softmax over k, then + eps
+      float* row = c + j * n;
+      float mx = -INFINITY;
+      for (int64_t k = 0; k < n; ++k) {
+        row[k] = mix[2 * n + j * n + k] * a.scale[2] + a.base[2 * n + j * n + k];
+        mx = fmaxf(mx, row[k]);
+      }
+      float sum = 0.0f;
+      for (int64_t k = 0; k < n; ++k) {
+        row[k] = expf(row[k] - mx);
+        sum += row[k];
+      }
+      const float r = 1.0f / sum;
+      for (int64_t k = 0; k < n; ++k) row[k] = row[k] * r + a.hc_eps;
+    }
+    __syncthreads();
+    if (n * n <= 32) {
+      if (threadIdx.x < 32) sinkhorn_warp(c, n, a.iters, a.hc_eps);
+    } else if (threadIdx.x == 0) {
+      sinkhorn_serial(c, n, a.iters, a.hc_eps);
+    }
+    __syncthreads();
+    for (int64_t i = threadIdx.x; i < n * n; i += blockDim.x) a.comb[t * n * n + i] = c[i];
+  }
+  __syncthreads();
+  const int64_t d0 = blockIdx.y * a.slice, d1 = d0 + a.slice < a.D ? d0 + a.slice : a.D;
+  const float* x = a.residual + t * n * a.D;
+  for (int64_t d = d0 + threadIdx.x; d < d1; d += blockDim.x) {
+    float s = 0.0f;
+    for (int64_t j = 0; j < n; ++j) s += pre[j] * x[j * a.D + d];
+    a.input[t * a.D + d] = s;
+  }
+}
+
+// In place: one thread per (token, column) reads every copy before writing any (hc_mult <= 8).
+constexpr int kPostMaxCopies = 8;
+__global__ void mhc_post_inplace_kernel(float* residual, const float* out, const float* post, const float* comb,
+                                        int64_t tokens, int64_t n, int64_t D) {
+  const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (i >= tokens * D) return;
+  const int64_t t = i / D, d = i % D;
+  float old[kPostMaxCopies];
+#pragma unroll
+  for (int j = 0; j < kPostMaxCopies; ++j) old[j] = j < n ? residual[(t * n + j) * D + d] : 0.0f;
+  const float o = out[t * D + d];
+#pragma unroll
+  for (int k = 0; k < kPostMaxCopies; ++k) {
+    if (k >= n) break;
+    float s = post[t * n + k] * o;
+#pragma unroll
+    for (int j = 0; j < kPostMaxCopies; ++j)
+      if (j < n) s += comb[(t * n + j) * n + k] * old[j];
+    residual[(t * n + k) * D + d] = s;
+  }
 }
 
 }  // namespace
@@ -162,29 +301,52 @@ void launch_rope(float* x, const int64_t* positions, int64_t tokens, int64_t hea
   rope_kernel<<<blocks_for(n, kThreads), kThreads>>>(x, positions, tokens, heads, head_dim, rope, inverse ? -1.0f : 1.0f);
 }
 
-void launch_mhc_mix(const float* residual, int64_t tokens, int64_t width, float norm_eps, const float* fn,
-                    int64_t mixes, float* flat, float* mix) {
+int64_t mhc_mix_chunks(int64_t width) { return (width + kMixChunk - 1) / kMixChunk; }
+
+void launch_mhc_mix_partials(const float* residual, int64_t tokens, int64_t width, const float* fn, int64_t mixes,
+                             double* sumsq, float* dots) {
+  static_assert(kThreads == kMixChunk, "one column per thread");
   if (tokens == 0) return;
-  rms_norm_kernel<<<static_cast<unsigned>(tokens), kThreads>>>(residual, nullptr, norm_eps, width, flat);
-  mix_kernel<<<blocks_for(tokens * mixes * 32, kThreads), kThreads>>>(flat, fn, tokens, width, mixes, mix);
+  const int64_t chunks = mhc_mix_chunks(width);
+  mhc_mix_partials_kernel<<<dim3(static_cast<unsigned>(tokens), static_cast<unsigned>(chunks)), kThreads>>>(
+      residual, width, fn, mixes, chunks, sumsq, dots);
 }
 
-void launch_mhc_weights(const float* mix, int64_t tokens, int64_t n, const float* base, const float* scale,
-                        float hc_eps, int64_t sinkhorn_iters, float* pre, float* post, float* comb) {
+namespace {
+void launch_finish(MhcFinishArgs a, int64_t tokens) {
+  // Few tokens: spread each token's columns over 16 blocks (the coefficients are derived the same
+  // way in each, so the split changes no bit); many tokens: one block each.
+  const int64_t slices = tokens < 64 ? 16 : 1;
+  a.slice = (a.D + slices - 1) / slices;
+  const size_t smem = static_cast<size_t>(a.mixes + a.n * a.n + a.n) * sizeof(float);
+  mhc_finish_kernel<<<dim3(static_cast<unsigned>(tokens), static_cast<unsigned>(slices)), kThreads, smem>>>(a);
+}
+}  // namespace
+
+void launch_mhc_pre_finish(const double* sumsq, const float* dots, int64_t tokens, int64_t n, int64_t D, float norm_eps,
+                           const float* base, const float* scale, float hc_eps, int64_t sinkhorn_iters,
+                           const float* residual, float* input, float* post, float* comb) {
   if (tokens == 0) return;
-  mhc_weights_kernel<<<blocks_for(tokens, 64), 64>>>(mix, tokens, n, base, scale, hc_eps, sinkhorn_iters, pre, post,
-                                                     comb);
+  launch_finish({sumsq, dots, mhc_mix_chunks(n * D), n * D, (2 + n) * n, n, D, sinkhorn_iters, norm_eps, hc_eps, base,
+                 scale, residual, input, post, comb, 0},
+                tokens);
 }
 
-void launch_mhc_premix(const float* residual, const float* pre, int64_t tokens, int64_t n, int64_t D, float* out) {
-  if (tokens * D == 0) return;
-  premix_kernel<<<blocks_for(tokens * D, kThreads), kThreads>>>(residual, pre, tokens, n, D, out);
+void launch_mhc_head_finish(const double* sumsq, const float* dots, int64_t tokens, int64_t n, int64_t D,
+                            float norm_eps, const float* base, const float* scale, float hc_eps, const float* residual,
+                            float* hidden) {
+  if (tokens == 0) return;
+  launch_finish({sumsq, dots, mhc_mix_chunks(n * D), n * D, n, n, D, 0, norm_eps, hc_eps, base, scale, residual, hidden,
+                 nullptr, nullptr, 0},
+                tokens);
 }
 
-void launch_mhc_head_weights(const float* mix, int64_t tokens, int64_t n, const float* base, const float* scale,
-                             float hc_eps, float* pre) {
-  if (tokens * n == 0) return;
-  head_weights_kernel<<<blocks_for(tokens * n, kThreads), kThreads>>>(mix, tokens, n, base, scale, hc_eps, pre);
+bool launch_mhc_post_inplace(float* residual, const float* out, const float* post, const float* comb, int64_t tokens,
+                             int64_t n, int64_t D) {
+  if (n > kPostMaxCopies) return false;
+  if (tokens * D == 0) return true;
+  mhc_post_inplace_kernel<<<blocks_for(tokens * D, kThreads), kThreads>>>(residual, out, post, comb, tokens, n, D);
+  return true;
 }
 
 void launch_mhc_post(const float* old, const float* out, const float* post, const float* comb, int64_t tokens,

@@ -13,17 +13,23 @@ void launch_embed(DevMatrix table, const int32_t* ids, int64_t tokens, int64_t c
 void launch_rms_norm(const float* x, const float* weight, float eps, int64_t rows, int64_t n, float* out);
 void launch_rope(float* x, const int64_t* positions, int64_t tokens, int64_t heads, int64_t head_dim, DevRope rope,
                  bool inverse);
-// mHC pieces. flat [T, n*D] = unweighted RMSNorm of residual rows; mix [T, m] = flat fn^T.
-void launch_mhc_mix(const float* residual, int64_t tokens, int64_t width, float norm_eps, const float* fn,
-                    int64_t mixes, float* flat, float* mix);
-// From mix [T, (2+n)*n]: pre [T, n], post [T, n], comb [T, n, n] (sigmoid, softmax + Sinkhorn).
-void launch_mhc_weights(const float* mix, int64_t tokens, int64_t n, const float* base, const float* scale,
-                        float hc_eps, int64_t sinkhorn_iters, float* pre, float* post, float* comb);
-// out [T, D] = sum_i pre[t, i] * residual[t, i, :].
-void launch_mhc_premix(const float* residual, const float* pre, int64_t tokens, int64_t n, int64_t D, float* out);
-// From mix [T, n]: pre = sigmoid(mix * scale0 + base) + eps.
-void launch_mhc_head_weights(const float* mix, int64_t tokens, int64_t n, const float* base, const float* scale,
-                             float hc_eps, float* pre);
+// mHC sites. The mixing GEMM in chunks of columns fixed by the width (mhc_mix_chunks): per token
+// and chunk, the sum of squares sumsq [T, chunks] and the dots [T, chunks, mixes] with fn's rows.
+int64_t mhc_mix_chunks(int64_t width);
+void launch_mhc_mix_partials(const float* residual, int64_t tokens, int64_t width, const float* fn, int64_t mixes,
+                             double* sumsq, float* dots);
+// mhc_pre from the partials: mix = dots * rsqrt(mean square + eps), pre / post (sigmoid), comb
+// (softmax + Sinkhorn), input [T, D] = sum_i pre[t, i] * residual[t, i, :].
+void launch_mhc_pre_finish(const double* sumsq, const float* dots, int64_t tokens, int64_t n, int64_t D, float norm_eps,
+                           const float* base, const float* scale, float hc_eps, int64_t sinkhorn_iters,
+                           const float* residual, float* input, float* post, float* comb);
+// mhc_head from the partials (n mixes): pre = sigmoid(mix * scale0 + base) + eps, hidden = the pre-mix.
+void launch_mhc_head_finish(const double* sumsq, const float* dots, int64_t tokens, int64_t n, int64_t D,
+                            float norm_eps, const float* base, const float* scale, float hc_eps, const float* residual,
+                            float* hidden);
+// mhc_post in place for hc_mult <= 8 (false: not launched, use launch_mhc_post on a copy).
+bool launch_mhc_post_inplace(float* residual, const float* out, const float* post, const float* comb, int64_t tokens,
+                             int64_t n, int64_t D);
 // residual[t, k] = post[t, k] * out[t] + sum_j comb[t, j, k] * old[t, j] (old: a copy of residual).
 void launch_mhc_post(const float* old, const float* out, const float* post, const float* comb, int64_t tokens,
                      int64_t n, int64_t D, float* residual);

@@ -86,8 +86,8 @@ __global__ void __launch_bounds__(skinny::kThreads, 2)
 
 // ---------------------------------------------------------------- routing
 
-// Top-k ties in this kernel go to the lower index; under TopKTies::Reference the host redoes the
-// choice with cpu::torch_top_k_indices (ops_gemm.cpp).
+// Top-k ties in this kernel go to the lower index under both tie policies (the CUDA backend does
+// not reproduce torch's tie order for the router: CudaBackend::reproduces_reference_ties).
 
 // One warp per token. Element-wise steps are spread over the lanes; the steps whose rounding depends
 // on order (the softmax sum, the top-k weight sum) stay serial in lane 0, and each top-k pass is a

@@ -192,8 +192,24 @@ void CudaBackend::sparse_attention(TensorView q, TensorView kv, const backend::W
   if (entries) a.entries = dev_compressor(*entries);
   a.selected = use_selection ? selected.i32() : nullptr;
   a.k_sel = k_sel;
-  launch_sparse_attention(a);
-  DEEPINFER_CUDA_LAUNCHED();
+  // Splits for the step's longest key list (each token's own count decides which of them it fills),
+  // in token groups whose partials fit the budget.
+  int64_t max_keys = 1;
+  for (const DeviceSeq& sq : staged.host) {
+    const int64_t pos = sq.start + sq.count - 1;
+    const int64_t nwin = pos - std::max(pos - wl.window + 1, sq.window_floor) + 1;
+    const int64_t nent = !entries ? 0 : use_selection ? k_sel : (pos + 1) / entries->rate;
+    max_keys = std::max(max_keys, nwin + nent);
+  }
+  const int64_t splits = (max_keys + kAttentionSplitKeys - 1) / kAttentionSplitKeys;
+  constexpr int64_t kPartialBudget = int64_t{1} << 26;  // floats (256 MB)
+  const int64_t group = std::clamp<int64_t>(kPartialBudget / (H * splits * (hd + 2)), 1, T);
+  auto* part_o = static_cast<float*>(scratch(static_cast<size_t>(group * H * splits * hd) * sizeof(float), 0));
+  auto* part_ml = static_cast<float*>(scratch(static_cast<size_t>(2 * group * H * splits) * sizeof(float), 1));
+  for (int64_t t0 = 0; t0 < T; t0 += group) {
+    launch_sparse_attention(a, t0, std::min(group, T - t0), splits, part_ml, part_ml + group * H * splits, part_o);
+    DEEPINFER_CUDA_LAUNCHED();
+  }
 }
 
 }  // namespace deepinfer::cuda

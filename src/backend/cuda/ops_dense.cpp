@@ -64,15 +64,13 @@ void CudaBackend::mhc_pre(const backend::MhcWeights& w, const backend::MhcParams
                       comb.numel() == T * n * n,
                   "mhc_pre: tensors do not match T = {}, hc_mult = {}, D = {}", T, n, D);
   if (T == 0) return;
-  auto* flat = static_cast<float*>(scratch(static_cast<size_t>(T * n * D) * sizeof(float), 0));
-  auto* mixes = static_cast<float*>(scratch(static_cast<size_t>(T * mix) * sizeof(float), 1));
-  auto* pre = static_cast<float*>(scratch(static_cast<size_t>(T * n) * sizeof(float), 2));
-  launch_mhc_mix(residual.f32(), T, n * D, p.norm_eps, floats(w.fn, static_cast<size_t>(mix * n * D)), mix, flat, mixes);
+  const int64_t chunks = mhc_mix_chunks(n * D);
+  auto* sumsq = static_cast<double*>(scratch(static_cast<size_t>(T * chunks) * sizeof(double), 0));
+  auto* dots = static_cast<float*>(scratch(static_cast<size_t>(T * chunks * mix) * sizeof(float), 1));
+  launch_mhc_mix_partials(residual.f32(), T, n * D, floats(w.fn, static_cast<size_t>(mix * n * D)), mix, sumsq, dots);
   DEEPINFER_CUDA_LAUNCHED();
-  launch_mhc_weights(mixes, T, n, floats(w.base, static_cast<size_t>(mix)), floats(w.scale, 3), p.hc_eps,
-                     p.sinkhorn_iters, pre, post.f32(), comb.f32());
-  DEEPINFER_CUDA_LAUNCHED();
-  launch_mhc_premix(residual.f32(), pre, T, n, D, input.f32());
+  launch_mhc_pre_finish(sumsq, dots, T, n, D, p.norm_eps, floats(w.base, static_cast<size_t>(mix)), floats(w.scale, 3),
+                        p.hc_eps, p.sinkhorn_iters, residual.f32(), input.f32(), post.f32(), comb.f32());
   DEEPINFER_CUDA_LAUNCHED();
 }
 
@@ -83,6 +81,10 @@ void CudaBackend::mhc_post(TensorView residual, TensorView out, TensorView post,
   DEEPINFER_CHECK(residual.numel() == T * n * D && comb.numel() == T * n * n,
                   "mhc_post: tensors do not match T = {}, hc_mult = {}, D = {}", T, n, D);
   if (T == 0) return;
+  if (launch_mhc_post_inplace(residual.f32(), out.f32(), post.f32(), comb.f32(), T, n, D)) {
+    DEEPINFER_CUDA_LAUNCHED();
+    return;
+  }
   auto* old = static_cast<float*>(scratch(static_cast<size_t>(T * n * D) * sizeof(float), 0));
   DEEPINFER_CUDA_CHECK(cudaMemcpy(old, residual.data, static_cast<size_t>(T * n * D) * sizeof(float),
                                   cudaMemcpyDeviceToDevice));
@@ -98,14 +100,13 @@ void CudaBackend::mhc_head(const backend::MhcWeights& w, const backend::MhcParam
   const int64_t n = p.hc_mult, D = hidden.last_dim(), rows = hidden.rows();
   DEEPINFER_CHECK(residual.numel() == rows * n * D, "mhc_head: residual does not hold {} x {} x {}", rows, n, D);
   if (rows == 0) return;
-  auto* flat = static_cast<float*>(scratch(static_cast<size_t>(rows * n * D) * sizeof(float), 0));
-  auto* mixes = static_cast<float*>(scratch(static_cast<size_t>(rows * n) * sizeof(float), 1));
-  auto* pre = static_cast<float*>(scratch(static_cast<size_t>(rows * n) * sizeof(float), 2));
-  launch_mhc_mix(residual.f32(), rows, n * D, p.norm_eps, floats(w.fn, static_cast<size_t>(n * n * D)), n, flat, mixes);
+  const int64_t chunks = mhc_mix_chunks(n * D);
+  auto* sumsq = static_cast<double*>(scratch(static_cast<size_t>(rows * chunks) * sizeof(double), 0));
+  auto* dots = static_cast<float*>(scratch(static_cast<size_t>(rows * chunks * n) * sizeof(float), 1));
+  launch_mhc_mix_partials(residual.f32(), rows, n * D, floats(w.fn, static_cast<size_t>(n * n * D)), n, sumsq, dots);
   DEEPINFER_CUDA_LAUNCHED();
-  launch_mhc_head_weights(mixes, rows, n, floats(w.base, static_cast<size_t>(n)), floats(w.scale, 1), p.hc_eps, pre);
-  DEEPINFER_CUDA_LAUNCHED();
-  launch_mhc_premix(residual.f32(), pre, rows, n, D, hidden.f32());
+  launch_mhc_head_finish(sumsq, dots, rows, n, D, p.norm_eps, floats(w.base, static_cast<size_t>(n)), floats(w.scale, 1),
+                         p.hc_eps, residual.f32(), hidden.f32());
   DEEPINFER_CUDA_LAUNCHED();
 }
 

@@ -4,7 +4,6 @@
 #include <initializer_list>
 #include <vector>
 
-#include "backend/cpu/ops.h"  // torch_top_k_indices: TopKTies::Reference
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/gemm_kernels.h"
 
@@ -127,35 +126,13 @@ void CudaBackend::moe_route(const backend::RoutingParams& p, TensorView logits, 
     a.hash_experts = stage(std::span<const int32_t>(hashed));
   } else {
     if (p.bias) a.bias = stage(std::span<const float>(p.bias, static_cast<size_t>(E)));
-    // The kernel ranks (score descending, index ascending) as cpu::top_k_indices; under
-    // TopKTies::Reference the choice is redone below on the host.
+    // The kernel ranks (score descending, index ascending) as cpu::top_k_indices, under both tie
+    // policies (reproduces_reference_ties: routing never waits for the host).
   }
   a.out_experts = experts.i32();
   a.out_weights = weights.f32();
   launch_moe_route(a);
   DEEPINFER_CUDA_LAUNCHED();
-  if (p.ties == backend::TopKTies::Reference && !p.tid2eid) {
-    // torch.topk's CPU tie order is libstdc++'s selection: reproduce it exactly by choosing on the
-    // host from the scores the kernel left in `logits` (a round trip; a device version is #13's).
-    std::vector<float> scores(static_cast<size_t>(T * E)), biased(static_cast<size_t>(E));
-    std::vector<int32_t> chosen_all(static_cast<size_t>(T * K));
-    std::vector<float> weights_all(static_cast<size_t>(T * K));
-    copy_to_host(scores.data(), logits.data, scores.size() * sizeof(float));
-    for (int64_t t = 0; t < T; ++t) {
-      const float* st = scores.data() + t * E;
-      for (int64_t j = 0; j < E; ++j) biased[static_cast<size_t>(j)] = st[j] + (p.bias ? p.bias[j] : 0.0f);
-      const auto chosen = cpu::torch_top_k_indices(biased, K);
-      float sum = 0.0f;
-      for (int32_t c : chosen) sum += st[c];
-      const float norm = p.norm_topk_prob ? p.routed_scaling_factor / (sum + 1e-20f) : p.routed_scaling_factor;
-      for (int64_t k = 0; k < K; ++k) {
-        chosen_all[static_cast<size_t>(t * K + k)] = chosen[static_cast<size_t>(k)];
-        weights_all[static_cast<size_t>(t * K + k)] = st[chosen[static_cast<size_t>(k)]] * norm;
-      }
-    }
-    copy_to_backend(experts.data, chosen_all.data(), chosen_all.size() * sizeof(int32_t));
-    copy_to_backend(weights.data, weights_all.data(), weights_all.size() * sizeof(float));
-  }
 }
 
 void CudaBackend::moe_experts(const backend::MoeWeights& w, TensorView x, TensorView experts, TensorView weights,

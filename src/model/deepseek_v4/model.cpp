@@ -4,14 +4,9 @@
 
 #include "core/error.h"
 #include "model/deepseek_v4/step.h"
+#include "model/forward_common.h"
 
 namespace deepinfer::model::deepseek_v4 {
-
-namespace {
-
-backend::MhcWeights mhc_weights(const HyperConnection& hc) { return {hc.fn.data(), hc.base.data(), hc.scale.data()}; }
-
-}  // namespace
 
 DeepseekV4::DeepseekV4(io::ModelConfig config, std::unique_ptr<Weights> weights, const LoadOptions& options)
     : config_(std::move(config)),
@@ -37,19 +32,7 @@ void DeepseekV4::forward(const ForwardBatch& batch, kv::StatePool& pool, std::ve
   std::lock_guard lock(forward_mutex_);
   const int64_t T = batch.num_tokens();
   const int64_t n = config_.hc_mult, D = config_.hidden_size, V = config_.vocab_size;
-  DEEPINFER_CHECK(T > 0, "forward: no tokens");
-  DEEPINFER_CHECK(static_cast<int64_t>(batch.positions.size()) == T, "forward: {} positions for {} tokens",
-                  batch.positions.size(), T);
-  DEEPINFER_CHECK(pool.layout().slot_elems == layout_.slot_elems && pool.layout().block_elems == layout_.block_elems,
-                  "forward: the state pool was laid out for another model");
-  DEEPINFER_CHECK(pool.device() == backend_->device(),
-                  "forward: the state pool is in {} memory but the model runs on {} (allocate pools from "
-                  "model.backend().allocator())",
-                  pool.device() == Device::CPU ? "host" : "device", backend_->name());
-  for (int32_t id : batch.tokens) DEEPINFER_CHECK(id >= 0 && id < V, "token id {} outside the vocabulary [0, {})", id, V);
-  for (const auto& s : batch.seqs)
-    DEEPINFER_CHECK(s.slot >= 0 && s.slot < pool.num_slots(), "forward: slot {} outside the pool's {}", s.slot,
-                    pool.num_slots());
+  check_forward_inputs(batch, pool, layout_, *backend_, V);
 
   workspace_.reset();
   Step step{{batch, pool.storage(), workspace_}};

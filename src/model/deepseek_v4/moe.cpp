@@ -4,19 +4,9 @@
 #include "core/error.h"
 #include "model/deepseek_v4/model.h"
 #include "model/deepseek_v4/step.h"
+#include "model/forward_common.h"
 
 namespace deepinfer::model::deepseek_v4 {
-
-namespace {
-
-backend::ScoringFunc scoring_func(const std::string& name) {
-  if (name == "sqrtsoftplus") return backend::ScoringFunc::SqrtSoftplus;
-  if (name == "sigmoid") return backend::ScoringFunc::Sigmoid;
-  if (name == "softmax") return backend::ScoringFunc::Softmax;
-  fail("unsupported scoring_func '{}' (supported: sqrtsoftplus, sigmoid, softmax)", name);
-}
-
-}  // namespace
 
 void DeepseekV4::moe(const Layer& layer, size_t index, Step& step, TensorView x, TensorView out) const {
   backend::Backend& be = *backend_;

@@ -7,12 +7,11 @@
 #include "core/error.h"
 #include "model/deepseek_v41/state.h"
 #include "model/deepseek_v41/step.h"
+#include "model/forward_common.h"
 
 namespace deepinfer::model::deepseek_v41 {
 
 namespace {
-
-backend::MhcWeights mhc_weights(const HyperConnection& hc) { return {hc.fn.data(), hc.base.data(), hc.scale.data()}; }
 
 bool quantized(const WeightMatrix& w) { return w.dtype == DType::F8_E4M3 || w.dtype == DType::F4_E2M1; }
 
@@ -124,17 +123,7 @@ void DeepseekV41::run(const ForwardBatch& batch, kv::StatePool& pool, std::vecto
   std::lock_guard lock(forward_mutex_);
   const int64_t T = batch.num_tokens();
   const int64_t n = config_.hc_mult, D = config_.hidden_size, V = config_.vocab_size;
-  DEEPINFER_CHECK(T > 0, "forward: no tokens");
-  DEEPINFER_CHECK(static_cast<int64_t>(batch.positions.size()) == T, "forward: {} positions for {} tokens",
-                  batch.positions.size(), T);
-  DEEPINFER_CHECK(pool.layout().slot_elems == layout_.slot_elems && pool.layout().block_elems == layout_.block_elems,
-                  "forward: the state pool was laid out for another model");
-  DEEPINFER_CHECK(pool.device() == backend_->device(), "forward: the state pool is not in {} memory",
-                  backend_->name());
-  for (int32_t id : batch.tokens) DEEPINFER_CHECK(id >= 0 && id < V, "token id {} outside the vocabulary [0, {})", id, V);
-  for (const auto& s : batch.seqs)
-    DEEPINFER_CHECK(s.slot >= 0 && s.slot < pool.num_slots(), "forward: slot {} outside the pool's {}", s.slot,
-                    pool.num_slots());
+  check_forward_inputs(batch, pool, layout_, *backend_, V);
 
   workspace_.reset();
   Step step{batch, pool.storage(), workspace_, {}, {}, {}};
@@ -235,9 +224,13 @@ std::vector<int64_t> DeepseekV41::decoder_rows(const ForwardBatch& batch) const 
   std::vector<int64_t> rows;
   bool shortened = false;
   for (const auto& s : batch.seqs) {
-    bool ends_prompt = false;
-    for (int64_t t = s.begin; t < s.begin + s.count; ++t) ends_prompt = ends_prompt || has_logits[static_cast<size_t>(t)];
-    const int64_t first = ends_prompt && s.count > replay_keep_ ? s.begin + s.count - replay_keep_ : s.begin;
+    // A chunk with logits ends its prompt; rows that need logits (prompt logprobs) are never dropped.
+    int64_t first_logits = -1;
+    for (int64_t t = s.begin; t < s.begin + s.count && first_logits < 0; ++t)
+      if (has_logits[static_cast<size_t>(t)]) first_logits = t;
+    const int64_t first = first_logits >= 0 && s.count > replay_keep_
+                              ? std::min(s.begin + s.count - replay_keep_, first_logits)
+                              : s.begin;
     shortened = shortened || first > s.begin;
     for (int64_t t = first; t < s.begin + s.count; ++t) rows.push_back(t);
   }

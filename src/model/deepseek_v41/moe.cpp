@@ -4,17 +4,11 @@
 #include "core/error.h"
 #include "model/deepseek_v41/model.h"
 #include "model/deepseek_v41/step.h"
+#include "model/forward_common.h"
 
 namespace deepinfer::model::deepseek_v41 {
 
 namespace {
-
-backend::ScoringFunc scoring_func(const std::string& name) {
-  if (name == "sqrtsoftplus") return backend::ScoringFunc::SqrtSoftplus;
-  if (name == "sigmoid") return backend::ScoringFunc::Sigmoid;
-  if (name == "softmax") return backend::ScoringFunc::Softmax;
-  fail("unsupported scoring_func '{}' (supported: sqrtsoftplus, sigmoid, softmax)", name);
-}
 
 bool quantized(const WeightMatrix& w) { return w.dtype == DType::F8_E4M3 || w.dtype == DType::F4_E2M1; }
 
