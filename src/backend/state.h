@@ -29,6 +29,10 @@ struct SeqSlice {
   // Positions below `cached_until` lie in shared, read-only cached blocks: compressed entries (and
   // indexer keys) of windows that end at or before it are neither computed nor written.
   int64_t cached_until = 0;
+  // The sequence's prompt length (0: not given). DeepSeek-V4.1's decoder bounded replay skips the
+  // decoder for prompt positions before prompt_end - keep, in whichever chunk they come; without it
+  // only a chunk that asks for logits counts as ending its prompt.
+  int64_t prompt_end = 0;
 };
 
 // A compressor's state inside the pools (main KV compressor or the indexer's own).

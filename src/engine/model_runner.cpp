@@ -30,6 +30,7 @@ std::span<const float> ModelRunner::execute(const StepPlan& plan) {
     batch_.add(*s.slot, s.blocks, e.start, tokens, /*want_logits=*/e.sample || all_rows, all_rows);
     batch_.seqs.back().window_floor = s.window_floor;  // prefix-cache hit bounds (bounded replay)
     batch_.seqs.back().cached_until = s.cached_until;
+    batch_.seqs.back().prompt_end = s.num_prompt_tokens;  // V4.1 decoder bounded replay
   }
   model_.forward(batch_, pool_, logits_);
   const size_t rows = batch_.logit_rows.size();

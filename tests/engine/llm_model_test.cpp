@@ -181,7 +181,8 @@ TEST(BatchedDefaultMode, GreedyIdsMatchAloneOnKjv) {
 
 // DeepSeek-V4.1 through the public API: with swa_replay_keep = 0 (exact) 16 mixed prompts batched
 // give the logits of each alone; with a keep of 8 (the fixture's window; at 16 its one decoder layer
-// already sees all it reads), decoder bounded replay changes the prompts longer than 8 tokens.
+// already sees all it reads), decoder bounded replay changes the prompts longer than 8 tokens, and
+// a chunked prefill gives the same bits as one chunk.
 TEST(LLMApiV41, ExactReplayEqualsAloneAndBoundedReplayCutsOnlyLongPrompts) {
   const fs::path dir = kFixtures / "v41_tiny_fp8";
   const auto model = load(dir, /*batch_invariant=*/true);
@@ -207,6 +208,18 @@ TEST(LLMApiV41, ExactReplayEqualsAloneAndBoundedReplayCutsOnlyLongPrompts) {
     const bool same = std::memcmp(got.data(), alone[i].logits.data(), got.size() * sizeof(float)) == 0;
     ++long_prompts;  // every prompt has at least 10 tokens
     changed += same ? 0 : 1;
+  }
+  // Chunked prefill (16-token steps): the decoder still starts at each prompt's end - keep, whichever
+  // chunk that falls in, so the outputs are those of the one-chunk run bit for bit.
+  config.max_num_batched_tokens = 16;
+  LLM chunked(dir, config);
+  const auto chunked_out = chunked.generate(prompts, greedy_with_logits());
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    const auto& a = chunked_out[i].outputs.at(0).logits;
+    const auto& b = out[i].outputs.at(0).logits;
+    ASSERT_EQ(a.size(), b.size());
+    EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0)
+        << "prompt " << i << " (" << prompts[i].size() << " tokens): chunked bounded replay differs";
   }
   EXPECT_EQ(changed, long_prompts) << "bounded replay left some long prompts' logits unchanged";
 }

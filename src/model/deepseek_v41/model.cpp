@@ -149,11 +149,21 @@ void DeepseekV41::run(const ForwardBatch& batch, kv::StatePool& pool, std::vecto
   ForwardBatch replayed;         // the decoder's step under bounded replay
   std::optional<Step> decoder_step;
   Step* cur = &step;
+  bool decoder_skipped = false;
   for (int64_t l = 0; l < config_.num_hidden_layers; ++l) {
     if (l == config_.first_decoder_layer()) {
-      if (const auto rows = decoder_rows(batch); !rows.empty()) {
+      std::vector<int64_t> floors;
+      const auto kept = decoder_rows(batch, floors);
+      if (kept && kept->empty()) {
+        // Every row lies before its prompt's replay start and none needs logits: the decoder's
+        // window state for them is never read, so the step ends here.
+        decoder_skipped = true;
+        break;
+      }
+      if (kept) {
+        const std::vector<int64_t>& rows = *kept;
         // The decoder keeps only window state: from here on the step holds the replayed rows alone.
-        replay(step, rows, replayed);
+        replay(step, rows, floors, replayed);
         decoder_step.emplace(Step{replayed, step.state, workspace_, {}, {}, {}});
         if (!step.hash_ids.empty()) decoder_step->hash_ids = gather(step, step.hash_ids, rows, 1);
         if (!step.selected.empty()) decoder_step->selected = gather(step, step.selected, rows);
@@ -177,6 +187,11 @@ void DeepseekV41::run(const ForwardBatch& batch, kv::StatePool& pool, std::vecto
       taps.push_back(tap);
     }
     block(b, l, *cur, X, pre);
+  }
+  if (decoder_skipped) {
+    logits.clear();
+    if (drafts) drafts->clear();
+    return;
   }
   const ForwardBatch& out = cur->batch;
   if (!taps.empty()) dspark_main(*cur, concat_taps(*cur, taps));
@@ -217,31 +232,46 @@ TensorView DeepseekV41::concat_taps(Step& step, const std::vector<TensorView>& t
   return out;
 }
 
-std::vector<int64_t> DeepseekV41::decoder_rows(const ForwardBatch& batch) const {
-  if (replay_keep_ == 0) return {};
+std::optional<std::vector<int64_t>> DeepseekV41::decoder_rows(const ForwardBatch& batch,
+                                                               std::vector<int64_t>& floors) const {
+  if (replay_keep_ == 0) return std::nullopt;
   std::vector<bool> has_logits(static_cast<size_t>(batch.num_tokens()), false);
   for (int64_t r : batch.logit_rows) has_logits[static_cast<size_t>(r)] = true;
   std::vector<int64_t> rows;
-  bool shortened = false;
+  floors.clear();
+  bool changed = false;
   for (const auto& s : batch.seqs) {
-    // A chunk with logits ends its prompt; rows that need logits (prompt logprobs) are never dropped.
+    // The first prompt position the decoder sees: prompt_end - keep when the prompt's length is
+    // given (any chunk), else, in a chunk that asks for logits (it ends its prompt), its last keep.
+    int64_t from = 0;
     int64_t first_logits = -1;
     for (int64_t t = s.begin; t < s.begin + s.count && first_logits < 0; ++t)
-      if (has_logits[static_cast<size_t>(t)]) first_logits = t;
-    const int64_t first = first_logits >= 0 && s.count > replay_keep_
-                              ? std::min(s.begin + s.count - replay_keep_, first_logits)
-                              : s.begin;
-    shortened = shortened || first > s.begin;
-    for (int64_t t = first; t < s.begin + s.count; ++t) rows.push_back(t);
+      if (has_logits[static_cast<size_t>(t)]) first_logits = s.start + (t - s.begin);
+    if (s.prompt_end > 0) {
+      if (s.start < s.prompt_end) from = s.prompt_end - replay_keep_;  // decode steps: nothing to bound
+    } else if (first_logits >= 0) {
+      from = s.start + s.count - replay_keep_;
+    }
+    // Rows that need logits (prompt logprobs) are never dropped: such a sequence runs exactly.
+    if (first_logits >= 0 && first_logits < from) from = 0;
+    from = std::max<int64_t>(from, 0);
+    const int64_t floor = std::max(s.window_floor, from);
+    floors.push_back(floor);
+    changed = changed || floor > s.window_floor;
+    for (int64_t t = s.begin; t < s.begin + s.count; ++t)
+      if (s.start + (t - s.begin) >= from) rows.push_back(t);
   }
-  return shortened ? rows : std::vector<int64_t>{};
+  if (!changed) return std::nullopt;
+  return rows;
 }
 
-void DeepseekV41::replay(const Step& step, std::span<const int64_t> rows, ForwardBatch& out) const {
+void DeepseekV41::replay(const Step& step, std::span<const int64_t> rows, std::span<const int64_t> floors,
+                         ForwardBatch& out) const {
   const ForwardBatch& batch = step.batch;
   std::vector<int64_t> index(static_cast<size_t>(batch.num_tokens()), -1);
   for (size_t i = 0; i < rows.size(); ++i) index[static_cast<size_t>(rows[i])] = static_cast<int64_t>(i);
-  for (const auto& s : batch.seqs) {
+  for (size_t si = 0; si < batch.seqs.size(); ++si) {
+    const auto& s = batch.seqs[si];
     int64_t first = s.begin;
     while (first < s.begin + s.count && index[static_cast<size_t>(first)] < 0) ++first;
     if (first == s.begin + s.count) continue;
@@ -249,7 +279,7 @@ void DeepseekV41::replay(const Step& step, std::span<const int64_t> rows, Forwar
     d.begin = index[static_cast<size_t>(first)];
     d.count = s.begin + s.count - first;
     d.start = s.start + (first - s.begin);
-    if (first > s.begin) d.window_floor = std::max(s.window_floor, d.start);  // window clamped at the replay start
+    d.window_floor = floors[si];  // window attention reads nothing the decoder skipped
     out.seqs.push_back(d);
   }
   for (int64_t r : rows) {

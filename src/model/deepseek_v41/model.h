@@ -4,6 +4,7 @@
 // bf16 with FP8/FP4 fake-quantisation: every tensor it holds in bf16 is rounded to bf16 here too,
 // and activations are quantised exactly where it quantises them.
 #include <memory>
+#include <optional>
 #include <mutex>
 
 #include "core/workspace.h"
@@ -68,10 +69,12 @@ class DeepseekV41 final : public CausalLM {
   // A copy of x [rows, width] in the step's workspace.
   TensorView copy(Step& step, TensorView x) const;
   const deepseek_v4::Rope& rope_of(int64_t layer) const;
-  // Bounded replay: the rows of `step` the decoder layers run over (empty = all of them).
-  std::vector<int64_t> decoder_rows(const ForwardBatch& batch) const;
-  // The step of `rows` alone: slices renumbered, window floors at each shortened slice's start.
-  void replay(const Step& step, std::span<const int64_t> rows, ForwardBatch& out) const;
+  // Bounded replay: the rows of `step` the decoder layers run over, and each sequence's window floor
+  // for them (nullopt: every row, floors as given; empty: none at all).
+  std::optional<std::vector<int64_t>> decoder_rows(const ForwardBatch& batch, std::vector<int64_t>& floors) const;
+  // The step of `rows` alone: slices renumbered, window floors raised to `floors` (per sequence).
+  void replay(const Step& step, std::span<const int64_t> rows, std::span<const int64_t> floors,
+              ForwardBatch& out) const;
   // `rows` along dimension `row_dim` of an F32 / I32 tensor (dimensions before it kept).
   TensorView gather(Step& step, TensorView t, std::span<const int64_t> rows, int row_dim = 0) const;
 
