@@ -18,6 +18,15 @@ float scale_at(const WeightMatrix& w, int64_t r, int64_t c) {
   return v;
 }
 
+// A stored tensor need not be aligned to its element size (safetensors packs tensors back to back:
+// an odd-sized FP8 tensor leaves the next one at an odd address), so 16-bit elements are read with
+// memcpy (one plain load on x86), never through a uint16_t*.
+uint16_t load_u16(const std::byte* p) {
+  uint16_t v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
 }  // namespace
 
 WeightMatrix WeightMatrix::row_slice(int64_t begin, int64_t count) const {
@@ -46,13 +55,13 @@ void WeightMatrix::row_to_float(int64_t r, float* out) const {
       std::memcpy(out, data + r * cols * 4, cols * sizeof(float));
       return;
     case DType::BF16: {
-      const auto* p = reinterpret_cast<const uint16_t*>(data) + r * cols;
-      for (int64_t c = 0; c < cols; ++c) out[c] = bf16_to_f32(p[c]);
+      const std::byte* p = data + r * cols * 2;
+      for (int64_t c = 0; c < cols; ++c) out[c] = bf16_to_f32(load_u16(p + c * 2));
       return;
     }
     case DType::F16: {
-      const auto* p = reinterpret_cast<const uint16_t*>(data) + r * cols;
-      for (int64_t c = 0; c < cols; ++c) out[c] = f16_to_f32(p[c]);
+      const std::byte* p = data + r * cols * 2;
+      for (int64_t c = 0; c < cols; ++c) out[c] = f16_to_f32(load_u16(p + c * 2));
       return;
     }
     case DType::F8_E4M3: {

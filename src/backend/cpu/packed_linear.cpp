@@ -92,8 +92,11 @@ const PackedLinear::Packed& PackedLinear::packed(const WeightMatrix& w) {
       for (int64_t r = 0; r < P && panel * P + r < w.rows; ++r) {
         const int64_t src = panel * P + r;
         if (p->bf16) {
-          const auto* bits = reinterpret_cast<const uint16_t*>(w.data) + src * k;
-          for (int64_t c = 0; c < k; ++c) p->half[static_cast<size_t>((panel * k + c) * P + r)] = bits[c];
+          // memcpy: a stored tensor need not be 2-byte aligned (safetensors packs tensors back to
+          // back, so an odd-sized FP8 tensor leaves the next one at an odd address).
+          const std::byte* bits = w.data + src * k * 2;
+          for (int64_t c = 0; c < k; ++c)
+            std::memcpy(&p->half[static_cast<size_t>((panel * k + c) * P + r)], bits + c * 2, 2);
         } else {
           w.row_to_float(src, row.data());
           for (int64_t c = 0; c < k; ++c) p->full[static_cast<size_t>((panel * k + c) * P + r)] = row[static_cast<size_t>(c)];
