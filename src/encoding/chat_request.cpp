@@ -1,9 +1,10 @@
 // Request parsing, format selection and the ChatEncoder front door.
 #include <algorithm>
-#include <fstream>
 #include <set>
 
 #include "core/error.h"
+#include "core/json_depth.h"
+#include "core/text_file.h"
 #include "encoding/chat_encoding.h"
 
 namespace deepinfer::encoding {
@@ -16,11 +17,16 @@ std::string lowercase(std::string_view text) {
   return out;
 }
 
-Json read_json_file(const std::filesystem::path& file) {
-  std::ifstream in(file, std::ios::binary);
-  DEEPINFER_CHECK(in.good(), "cannot open {}", file.string());
+// Model-folder JSON (config.json, tokenizer_config.json): bounded in size and nesting.
+constexpr size_t kMaxConfigJsonDepth = 128;
+
+Json read_json_file(const std::filesystem::path& file, uint64_t max_bytes, std::string_view what) {
+  const std::string text = read_text_file(file, max_bytes, what);
+  const size_t depth = json_nesting_depth(text);
+  DEEPINFER_CHECK(depth <= kMaxConfigJsonDepth, "{} nests JSON {} levels deep (at most {})", file.string(), depth,
+                  kMaxConfigJsonDepth);
   try {
-    return Json::parse(in);
+    return Json::parse(text);
   } catch (const Json::exception& e) {
     fail("{} is not valid JSON: {}", file.string(), e.what());
   }
@@ -95,13 +101,13 @@ std::string_view chat_format_name(ChatFormat format) {
 }
 
 ChatFormat chat_format_from_model_dir(const std::filesystem::path& dir) {
-  Json config = read_json_file(dir / "config.json");
+  Json config = read_json_file(dir / "config.json", kConfigFileLimit, "model config");
   std::string model_type = lowercase(config.value("model_type", ""));
   // V3 and V3.1 share model_type deepseek_v3; V3.1's tokenizer_config template mentions </think>.
   if (model_type == "deepseek_v3") {
     auto tokenizer_config = dir / "tokenizer_config.json";
     if (std::filesystem::exists(tokenizer_config)) {
-      Json tc = read_json_file(tokenizer_config);
+      Json tc = read_json_file(tokenizer_config, kTokenizerConfigFileLimit, "tokenizer config");
       std::string tmpl = tc.value("chat_template", "");
       if (tmpl.find("</think>") != std::string::npos) return ChatFormat::kV3_1;
     }
@@ -115,7 +121,7 @@ ChatFormat chat_format_from_model_dir(const std::filesystem::path& dir) {
 }
 
 JinjaTemplateSource jinja_source_from_tokenizer_config(const std::filesystem::path& file) {
-  Json config = read_json_file(file);
+  Json config = read_json_file(file, kTokenizerConfigFileLimit, "tokenizer config");
   JinjaTemplateSource source;
   DEEPINFER_CHECK(config.contains("chat_template") && config["chat_template"].is_string(),
                   "{} has no chat_template string", file.string());

@@ -5,28 +5,24 @@
 #include <cmath>
 #include <cstdint>
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <optional>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "core/error.h"
 #include "core/json_excerpt.h"
+#include "core/text_file.h"
 
 namespace deepinfer::io {
 
-// The text of DIR/config.json, or nullopt when it cannot be opened.
+// The text of DIR/config.json, or nullopt when there is none (a file over kConfigFileLimit, or
+// something that is not a file, is an error).
 inline std::optional<std::string> read_config_text(const std::filesystem::path& model_dir) {
-  std::ifstream in(model_dir / "config.json", std::ios::binary);
-  if (!in) return std::nullopt;
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
+  return read_text_file_if_exists(model_dir / "config.json", kConfigFileLimit, "model config");
 }
 
-// The same, as an error naming the file when it cannot be read.
+// The same, as an error naming the file when there is none.
 inline std::string require_config_text(const std::filesystem::path& model_dir) {
   auto text = read_config_text(model_dir);
   if (!text) fail("cannot read {} (expected a model folder with config.json)", (model_dir / "config.json").string());

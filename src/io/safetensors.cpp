@@ -10,12 +10,11 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
-#include <sstream>
 
 #include "core/error.h"
+#include "core/text_file.h"
 #include "io/safetensors_writer.h"
 
 namespace deepinfer::io {
@@ -132,14 +131,6 @@ TensorView parse_tensor_entry(const std::string& name, const json& entry, const 
   t.nbytes = static_cast<size_t>(end - begin);
   offsets = {begin, end};
   return t;
-}
-
-std::string read_text_file(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail("cannot open {}: {}", path.string(), std::strerror(errno));
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
 }
 
 // Index file names must name a file inside the model folder: relative, no "..", and no symlink
@@ -309,7 +300,7 @@ Checkpoint Checkpoint::open(const fs::path& dir) {
   const std::string index_name = "model.safetensors.index.json";
   json index;
   try {
-    index = json::parse(read_text_file(index_path));
+    index = json::parse(read_text_file(index_path, kWeightIndexFileLimit, "weight index"));
   } catch (const json::exception& e) {
     fail("{}: not valid JSON ({})", index_name, e.what());
   }

@@ -2,14 +2,13 @@
 
 #include <algorithm>
 #include <deque>
-#include <fstream>
-#include <sstream>
 
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
 #include "core/json_depth.h"
 #include "core/json_excerpt.h"
+#include "core/text_file.h"
 #include "tokenizer/added_tokens.h"
 #include "tokenizer/bpe.h"
 #include "tokenizer/pre_tokenizer.h"
@@ -18,13 +17,6 @@
 namespace deepinfer {
 namespace {
 
-std::string read_text(const std::filesystem::path& path) {
-  std::ifstream file(path, std::ios::binary);
-  if (!file) fail("tokenizer: cannot open {} (expected a readable JSON file)", path.string());
-  std::ostringstream buffer;
-  buffer << file.rdbuf();
-  return buffer.str();
-}
 
 // Tokenizer files nest a few levels; a deeper one is refused before the recursive readers
 // (nested normalizer / pre-tokenizer Sequences) could overflow the stack.
@@ -130,7 +122,7 @@ Tokenizer& Tokenizer::operator=(Tokenizer&&) noexcept = default;
 Tokenizer::~Tokenizer() = default;
 
 Tokenizer Tokenizer::from_file(const std::filesystem::path& tokenizer_json) {
-  return from_json(read_text(tokenizer_json), tokenizer_json.string());
+  return from_json(read_text_file(tokenizer_json, kTokenizerFileLimit, "tokenizer"), tokenizer_json.string());
 }
 
 Tokenizer Tokenizer::from_json(std::string_view tokenizer_json, std::string_view source) {
@@ -220,7 +212,9 @@ Tokenizer Tokenizer::from_json(std::string_view tokenizer_json, std::string_view
 Tokenizer Tokenizer::from_model_dir(const std::filesystem::path& dir) {
   Tokenizer tokenizer = from_file(dir / "tokenizer.json");
   const std::filesystem::path config_path = dir / "tokenizer_config.json";
-  if (std::filesystem::exists(config_path)) tokenizer.apply_config(read_text(config_path), config_path.string());
+  if (auto text = read_text_file_if_exists(config_path, kTokenizerConfigFileLimit, "tokenizer config")) {
+    tokenizer.apply_config(*text, config_path.string());
+  }
   return tokenizer;
 }
 

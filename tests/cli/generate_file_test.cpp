@@ -11,6 +11,7 @@
 
 #include "cli_harness.h"
 #include "io/safetensors.h"
+#include "testing/big_file.h"
 
 namespace {
 
@@ -155,6 +156,34 @@ TEST_F(GenerateFile, BadLinesAreErrorsNamingTheLine) {
   expect_line_error({good, R"({"prompt": "x", "temperature": 9e999999})"}, "2", "invalid JSON");
   expect_line_error({good, "{\"prompt\": \"x\", \"structured_outputs\": {\"json\": " + std::string(100000, '[') + "}}"}, "2",
                     "levels deep");
+}
+
+// Crafted huge inputs (sparse files, so they cost no disk): a 2 GB line without a newline stops at
+// the line limit, a 2 GB generation_config.json is refused from its size; one line each, no work.
+TEST_F(GenerateFile, HugeInputsAreOneLineErrors) {
+  auto expect_error = [&](const RunResult& r, const std::string& mention) {
+    EXPECT_NE(r.exit_code, 0);
+    const auto err = lines_of(r.err);
+    ASSERT_EQ(err.size(), 1u) << r.err;
+    EXPECT_NE(err[0].find(mention), std::string::npos) << "expected '" << mention << "' in: " << err[0];
+    EXPECT_EQ(r.err.find("loaded"), std::string::npos) << "weights were loaded before the error: " << r.err;
+  };
+  const fs::path input = scratch_ / "huge.jsonl", output = scratch_ / "huge_out.jsonl";
+  deepinfer::testing_util::write_sparse_file(input, "{\"prompt\": \"");
+  expect_error(run({"generate", "--model", kKjv.string(), "--input", input.string(), "--output", output.string()}),
+               "huge.jsonl: line 1 is longer than the 256 MB limit for one line");
+  EXPECT_FALSE(fs::exists(output));
+
+  const fs::path model = scratch_ / "model";
+  fs::create_directories(model);
+  for (const auto& entry : fs::directory_iterator(kKjv)) {
+    if (entry.path().filename() != "generation_config.json") {
+      fs::create_symlink(fs::absolute(entry.path()), model / entry.path().filename());
+    }
+  }
+  deepinfer::testing_util::write_sparse_file(model / "generation_config.json", "{\"temperature\": \"");
+  expect_error(run({"generate", "--model", model.string(), "--prompt", "In the beginning", "--max-tokens", "2"}),
+               "generation_config.json (generation config) is 2.0 GB, over the 16 MB limit");
 }
 
 TEST_F(GenerateFile, FlagErrorsAndHelp) {

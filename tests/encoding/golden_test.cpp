@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "encoding/chat_encoding.h"
+#include "testing/big_file.h"
 
 namespace deepinfer::encoding {
 namespace {
@@ -115,6 +116,31 @@ TEST(ChatFormat, PicksFormatFromModelFolder) {
   EXPECT_EQ(chat_format_from_model_dir(dir), ChatFormat::kV3);
   write("config.json", R"({"model_type": "llama"})");
   EXPECT_THROW(chat_format_from_model_dir(dir), Error);
+  std::filesystem::remove_all(dir);
+}
+
+// Crafted model folders: "a 2 GB string" (a sparse file) and deep nesting are one-line errors.
+TEST(ChatFormat, HugeAndDeeplyNestedFilesAreOneLineErrors) {
+  auto dir = std::filesystem::temp_directory_path() / ("deepinfer_encoding_crafted_test_" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  auto expect_error = [](auto&& load, const std::string& mention) {
+    try {
+      load();
+      ADD_FAILURE() << "accepted; expected an error mentioning " << mention;
+    } catch (const Error& e) {
+      EXPECT_TRUE(testing_util::is_one_line(e.what())) << e.what();
+      EXPECT_NE(std::string(e.what()).find(mention), std::string::npos) << e.what();
+    }
+  };
+  testing_util::write_sparse_file(dir / "config.json", R"({"model_type": ")");
+  expect_error([&] { chat_format_from_model_dir(dir); }, "(model config) is 2.0 GB, over the 16 MB limit");
+  const std::string nested = std::string(200000, '[') + std::string(200000, ']');
+  std::ofstream(dir / "config.json", std::ios::trunc) << "{\"model_type\": " << nested << "}";
+  expect_error([&] { chat_format_from_model_dir(dir); }, "levels deep");
+  std::ofstream(dir / "tokenizer_config.json") << "{\"chat_template\": " << nested << "}";
+  expect_error([&] { jinja_source_from_tokenizer_config(dir / "tokenizer_config.json"); }, "levels deep");
+  testing_util::write_sparse_file(dir / "tokenizer_config.json", R"({"chat_template": ")");
+  expect_error([&] { jinja_source_from_tokenizer_config(dir / "tokenizer_config.json"); }, "over the 64 MB limit");
   std::filesystem::remove_all(dir);
 }
 

@@ -12,6 +12,7 @@
 #include "io/safetensors.h"
 #include "io/safetensors_writer.h"
 #include "io_test_util.h"
+#include "testing/big_file.h"
 
 namespace deepinfer::io {
 namespace {
@@ -165,6 +166,30 @@ TEST(Robustness, DeeplyNestedJsonIsAOneLineError) {
   for (int i = 0; i < 8; ++i) file[static_cast<size_t>(i)] = static_cast<char>((length >> (8 * i)) & 0xff);
   expect_one_line_error([&] { SafeTensorsFile::from_bytes(file + nested, "deep.safetensors"); }, "deep.safetensors",
                         "safetensors header");
+  ScratchDir dir;
+  write_bytes(dir / "model.safetensors.index.json", "{\"weight_map\": " + nested + "}");
+  expect_one_line_error([&] { Checkpoint::open(dir.path()); }, "model.safetensors.index.json", "weight index");
+}
+
+// Each loader sees "a 2 GB string" (a sparse file: the start of a JSON string, then 2 GB of NULs)
+// and refuses it from the file size before reading it.
+TEST(Robustness, TwoGigabyteFilesAreRefusedBeforeTheyAreRead) {
+  using testing_util::write_sparse_file;
+  ScratchDir dir;
+  write_sparse_file(dir / "config.json", R"({"model_type": ")");
+  expect_one_line_error([&] { load_model_config(dir.path()); }, "over the 16 MB limit for a model config",
+                        "V4 config.json");
+  expect_one_line_error([&] { load_deepseek_v41_config_if_v41(dir.path()); }, "config.json (model config) is 2.0 GB",
+                        "V4.1 config.json");
+  write_sparse_file(dir / "model.safetensors.index.json", R"({"metadata": {"note": ")");
+  expect_one_line_error([&] { Checkpoint::open(dir.path()); }, "over the 256 MB limit for a weight index",
+                        "model.safetensors.index.json");
+  // A safetensors header that claims 2 GB (the file is that long too): refused by the header limit.
+  std::string length(8, '\0');
+  for (int i = 0; i < 8; ++i) length[static_cast<size_t>(i)] = static_cast<char>((testing_util::kTwoGigabytes >> (8 * i)) & 0xff);
+  write_sparse_file(dir / "big.safetensors", length + R"({"w": {"dtype": ")", testing_util::kTwoGigabytes + 8);
+  expect_one_line_error([&] { SafeTensorsFile::open(dir / "big.safetensors"); }, "big.safetensors",
+                        "2 GB safetensors header");
 }
 
 TEST(Robustness, HugeAndOverflowingValuesAreOneLineErrors) {

@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "core/error.h"
+#include "testing/big_file.h"
 #include "tokenizer/tokenizer.h"
 
 namespace deepinfer {
@@ -126,6 +127,27 @@ TEST_F(TokenizerLoading, ConfigBosMustBeAToken) {
   write_json("tokenizer.json", tiny_tokenizer());
   write_json("tokenizer_config.json", {{"bos_token", "<s>"}, {"add_bos_token", true}});
   expect_load_error([&] { Tokenizer::from_model_dir(dir_); }, {"bos_token", "<s>"});
+}
+
+// Crafted files: "a 2 GB string" (a sparse file) is refused from its size, deep nesting by depth.
+TEST_F(TokenizerLoading, HugeAndDeeplyNestedFilesAreOneLineErrors) {
+  using testing_util::is_one_line;
+  testing_util::write_sparse_file(dir_ / "tokenizer.json", R"({"model": {"type": ")");
+  expect_load_error([&] { Tokenizer::from_model_dir(dir_); },
+                    {"tokenizer.json (tokenizer) is 2.0 GB, over the 512 MB limit"});
+  write_json("tokenizer.json", tiny_tokenizer());
+  testing_util::write_sparse_file(dir_ / "tokenizer_config.json", R"({"chat_template": ")");
+  expect_load_error([&] { Tokenizer::from_model_dir(dir_); }, {"tokenizer_config.json", "over the 64 MB limit"});
+  const std::string nested = std::string(200000, '[') + std::string(200000, ']');
+  write("tokenizer_config.json", "{\"bos_token\": " + nested + "}");
+  expect_load_error([&] { Tokenizer::from_model_dir(dir_); }, {"tokenizer_config.json", "levels deep"});
+  write("tokenizer.json", "{\"normalizer\": " + nested + "}");
+  expect_load_error([&] { Tokenizer::from_model_dir(dir_); }, {"tokenizer.json", "levels deep"});
+  try {
+    Tokenizer::from_model_dir(dir_);
+  } catch (const Error& e) {
+    EXPECT_TRUE(is_one_line(e.what())) << e.what();
+  }
 }
 
 TEST_F(TokenizerLoading, BothMergeFormsAndConfigForms) {

@@ -10,6 +10,7 @@
 
 #include "cli/command.h"
 #include "core/error.h"
+#include "core/text_file.h"
 #include "encoding/chat_encoding.h"
 #include "tokenizer/tokenizer.h"
 
@@ -28,10 +29,8 @@ struct EncodeArgs {
 };
 
 std::string read_all(const std::string& path) {
-  if (path == "-") return std::string(std::istreambuf_iterator<char>(std::cin), {});
-  std::ifstream in(path, std::ios::binary);
-  DEEPINFER_CHECK(in.good(), "cannot open {}", path);
-  return std::string(std::istreambuf_iterator<char>(in), {});
+  if (path == "-") return read_text_stream(std::cin, kRequestFileLimit, "the request on stdin");
+  return read_text_file(path, kRequestFileLimit, "chat request");
 }
 
 encoding::ChatEncoder make_encoder(const EncodeArgs& args) {

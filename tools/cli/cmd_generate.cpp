@@ -21,6 +21,7 @@
 #include "cli/generate_fields.h"
 #include "cli/generate_request.h"
 #include "core/error.h"
+#include "core/text_file.h"
 #include "core/thread_pool.h"
 #include "engine/generator.h"
 #include "engine/load_progress.h"
@@ -64,9 +65,8 @@ struct GenerateArgs {
 SamplingParams default_params(const GenerateArgs& args, const fs::path& dir) {
   SamplingParams params;
   const fs::path gen_config = dir / "generation_config.json";
-  if (fs::exists(gen_config)) {
-    std::ifstream in(gen_config);
-    const auto j = json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (const auto text = read_text_file_if_exists(gen_config, kConfigFileLimit, "generation config")) {
+    const auto j = json::parse(*text, nullptr, /*allow_exceptions=*/false);
     if (j.is_discarded() || !j.is_object()) fail("{}: not a valid JSON object", gen_config.string());
     if (j.contains("temperature") && j["temperature"].is_number()) params.temperature = j["temperature"];
     // transformers decodes greedily when do_sample is false, whatever the temperature says.
@@ -168,8 +168,7 @@ int run_file(const GenerateArgs& args, const fs::path& dir, const io::ModelConfi
   // Every line is checked before any work starts.
   std::vector<FileRequest> requests;
   std::string line;
-  for (int64_t number = 1; std::getline(in, line); ++number) {
-    if (!line.empty() && line.back() == '\r') line.pop_back();
+  for (int64_t number = 1; read_bounded_line(in, line, kRequestLineLimit, *args.input, number); ++number) {
     if (line.find_first_not_of(" \t") == std::string::npos) continue;  // blank lines carry no request
     try {
       requests.push_back(parse_request(line, defaults, config, tokenizer));

@@ -11,6 +11,7 @@
 
 #include "cli/command.h"
 #include "core/error.h"
+#include "core/text_file.h"
 #include "structured/grammar_compiler.h"
 #include "structured/matcher.h"
 #include "tokenizer/tokenizer.h"
@@ -26,11 +27,7 @@ struct GrammarCheckArgs {
   bool compact = false;
 };
 
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  DEEPINFER_CHECK(in.good(), "cannot open {}", path);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
+std::string read_file(const std::string& path) { return read_text_file(path, kRequestFileLimit, "grammar input"); }
 
 std::string printable(const std::string& bytes) {
   std::string out;

@@ -17,6 +17,7 @@
 #include "cli/inspect_deepseek_v41.h"
 #include "cli/inspect_print.h"
 #include "core/error.h"
+#include "core/text_file.h"
 #include "engine/load_progress.h"
 #include "io/deepseek_v41_config.h"
 #include "io/model_config.h"
@@ -87,11 +88,7 @@ void print_config(const io::ModelConfig& c, const fs::path& dir) {
   }
 }
 
-std::string read_text(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  DEEPINFER_CHECK(in.good(), "cannot read config file '{}'", path.string());
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
+std::string read_text(const fs::path& path) { return read_text_file(path, kConfigFileLimit, "model config"); }
 
 int run_inspect(const std::string& model_dir) {
   const fs::path dir = model_dir;

@@ -7,13 +7,12 @@
 #include <unicode/ustring.h>
 #endif
 
-#include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
-#include <sstream>
 #include <string>
 
 #include "core/error.h"
+#include "core/text_file.h"
 
 namespace deepinfer::model::deepseek_v41 {
 
@@ -194,12 +193,9 @@ class NumpyPcg64 {
 }  // namespace
 
 CompressedTokenMap compressed_token_map(const std::filesystem::path& tokenizer_json, int64_t rows) {
-  std::ifstream in(tokenizer_json);
-  DEEPINFER_CHECK(in.good(), "{}: cannot read the tokenizer (Engram derives its token map from it)",
-                  tokenizer_json.string());
-  std::stringstream ss;
-  ss << in.rdbuf();
-  const nlohmann::json j = nlohmann::json::parse(ss.str(), nullptr, false);
+  // (Engram derives its token map from the tokenizer.)
+  const nlohmann::json j =
+      nlohmann::json::parse(read_text_file(tokenizer_json, kTokenizerFileLimit, "tokenizer"), nullptr, false);
   DEEPINFER_CHECK(!j.is_discarded() && j.contains("model") && j["model"].contains("vocab"),
                   "{}: not a tokenizers JSON with model.vocab", tokenizer_json.string());
   std::vector<std::string> token(static_cast<size_t>(rows));
