@@ -1,21 +1,38 @@
 #!/usr/bin/env bash
-# Builds the libFuzzer targets (scripts/fuzz_common.sh: clang, address + undefined sanitizers,
-# coverage-instrumented libraries) into build-fuzz and runs each one for a short time
-# (FUZZ_SECONDS, default 20) on its committed corpus fuzz/corpus/<name>. Any crash fails the script.
+# Runs each libFuzzer target for a short time (FUZZ_SECONDS, default 20) on its committed corpus
+# fuzz/corpus/<name>, nproc targets at a time. The targets live in the ASan test build
+# (scripts/sanitize_common.sh; build-asan, or FUZZ_SMOKE_BUILD_DIR), built here if needed. Any crash
+# fails the script.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/fuzz_common.sh
+source scripts/sanitize_common.sh
 seconds=${FUZZ_SECONDS:-20}
-fuzz_build build-fuzz
-passed=0
-for t in "${fuzz_targets[@]}"; do
-  corpus="fuzz/corpus/${t#fuzz_}"
-  mkdir -p "build-fuzz/corpus-$t"
-  args=("build-fuzz/corpus-$t")
+dir=${FUZZ_SMOKE_BUILD_DIR:-build-asan}
+fuzz_list
+configure_sanitizer_build asan "$dir"
+cmake --build "$dir" -j "$(nproc)" --target "${fuzz_targets[@]}"
+run_one() {
+  local t=$1 corpus="fuzz/corpus/${1#fuzz_}"
+  mkdir -p "$dir/fuzz-smoke/corpus-$t"
+  local args=("$dir/fuzz-smoke/corpus-$t")
   [ -d "$corpus" ] && args+=("$corpus")
+  "$dir/fuzz/$t" -max_total_time="$seconds" -rss_limit_mb=2048 -print_final_stats=0 "${args[@]}" \
+    > "$dir/fuzz-smoke/$t.log" 2>&1
+}
+mkdir -p "$dir/fuzz-smoke"
+pids=() names=() failed=()
+wait_one() {  # waits for the oldest running target
+  if ! wait "${pids[0]}"; then failed+=("${names[0]}"); fi
+  pids=("${pids[@]:1}") names=("${names[@]:1}")
+}
+for t in "${fuzz_targets[@]}"; do
+  ((${#pids[@]} < $(nproc))) || wait_one
   echo "fuzzing $t for ${seconds}s"
-  build-fuzz/fuzz/$t -max_total_time="$seconds" -rss_limit_mb=2048 -print_final_stats=0 "${args[@]}" \
-    > "build-fuzz/$t.log" 2>&1 || { tail -40 "build-fuzz/$t.log"; echo "fuzz target $t crashed"; exit 1; }
-  passed=$((passed + 1))
+  run_one "$t" &
+  pids+=($!) names+=("$t")
 done
-echo "fuzz: ${passed} targets ran without a crash"
+while ((${#pids[@]})); do wait_one; done
+for t in "${failed[@]}"; do tail -40 "$dir/fuzz-smoke/$t.log"; echo "fuzz target $t crashed"; done
+((${#failed[@]} == 0)) || exit 1
+echo "fuzz: ${#fuzz_targets[@]} targets ran without a crash"

@@ -9,11 +9,12 @@ cmake --build build -j "$(nproc)"
 step() { echo "=== $1 ($(date +%T))"; }
 step "ctest"
 ctest --test-dir build --output-on-failure -j "$(nproc)"
-# Not optional: a missing script or toolchain fails the run instead of skipping it.
-step "fuzz smoke"
-scripts/fuzz_smoke.sh
+# Not optional: a missing script or toolchain fails the run instead of skipping it. The ASan
+# build also holds the libFuzzer targets that the short fuzz runs use.
 step "ASan + UBSan"
 scripts/sanitize.sh asan
+step "fuzz smoke"
+scripts/fuzz_smoke.sh
 step "ThreadSanitizer"
 scripts/sanitize.sh tsan
 step "all tests passed"
