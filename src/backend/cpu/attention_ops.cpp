@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 
+#include "backend/cpu/attention_keys.h"
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/ops.h"
 #include "core/error.h"
@@ -268,12 +269,9 @@ void CpuBackend::sparse_attention(TensorView q, TensorView kv, const backend::Wi
       const int64_t pos = seq.start + (t - seq.begin);
       const float* ring = state.slot(seq.slot) + wl.slot_offset;
       keys.clear();
-      // The window in position order: rows from before the step live in the ring.
-      for (int64_t p = std::max(seq.window_floor, pos - W + 1); p <= pos; ++p)
-        keys.push_back(p < seq.start ? ring + (p % W) * hd : kvs + (seq.begin + p - seq.start) * hd);
+      append_window_keys(keys, seq, pos, W, hd, ring, kvs);
       if (use_selection) {
-        for (int64_t j = 0; j < k_sel; ++j)
-          if (const int32_t entry = sel[t * k_sel + j]; entry >= 0) keys.push_back(state.entry(seq, *entries, entry));
+        append_selected_entries(keys, state, seq, *entries, sel + t * k_sel, k_sel);
       } else if (entries) {  // every completed entry (HCA)
         for (int64_t entry = 0; entry < (pos + 1) / entries->rate; ++entry)
           keys.push_back(state.entry(seq, *entries, entry));

@@ -7,6 +7,7 @@
 #include <limits>
 #include <numeric>
 
+#include "backend/cpu/attention_keys.h"
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/ops.h"
 #include "core/error.h"
@@ -171,11 +172,8 @@ void CpuBackend::sparse_attention_v41(TensorView q, TensorView kv, const backend
       const int64_t pos = seq.start + (t - seq.begin);
       const float* ring = state.slot(seq.slot) + wl.slot_offset;
       keys.clear();
-      for (int64_t p = std::max(seq.window_floor, pos - W + 1); p <= pos; ++p)
-        keys.push_back(p < seq.start ? ring + (p % W) * hd : kvs + (seq.begin + p - seq.start) * hd);
-      for (int64_t j = 0; j < k_sel; ++j)
-        if (const int32_t entry = selected.i32()[t * k_sel + j]; entry >= 0)
-          keys.push_back(state.entry(seq, *entries, entry));
+      append_window_keys(keys, seq, pos, W, hd, ring, kvs);
+      if (use_selection) append_selected_entries(keys, state, seq, *entries, selected.i32() + t * k_sel, k_sel);
       attend(qs + (t * H + h) * hd, keys, hd, scale, sink[h], acc, s, os + (t * H + h) * hd);
     }
   });
