@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Why the decode GEMMs stream below bandwidth: ncu's detailed sections (speed of light, memory
+# workload, warp stall reasons, occupancy, launch shape, source counters) for the weight-streaming
+# kernels of one decode step of the V4-Flash-shaped bench model, in ONE device call (after
+# tools/gpu/build.sh here; the device tool: carry [".gpu"]):
+#
+#   tools/gpu/ncu_gemm.sh            # BATCH=1 (default) or BATCH=32; KERNELS: an ncu -k regex
+#
+# Writes $OUT/ncu_gemm.txt (the report) and $OUT/ncu_gemm.ncu-rep (open in Nsight Compute).
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+if [ -f .gpu/stage.tar.xz ]; then (cd .gpu && tar -xJf stage.tar.xz); fi
+root=$(pwd)
+out=${OUT:-/tmp/deepinfer-ncu}
+mkdir -p "$out"
+export LD_LIBRARY_PATH="$root/.gpu/lib:${LD_LIBRARY_PATH:-}"
+src=/tmp/dsv4/src-ours
+[ -f "$src/config.json" ] || python3 tools/peer/dsv4_make_ckpt.py --out "$src" --ratios 4,128,4,128 \
+  --tokenizer-dir tests/data/tokenizers/deepseek-v3 > "$out/gen.log" 2>&1 || { tail "$out/gen.log"; exit 1; }
+ncu=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
+[ -n "$ncu" ] || { echo "no ncu on this machine"; exit 1; }
+"$ncu" --profile-from-start off --clock-control none -k "regex:${KERNELS:-linear_kernel|moe_gemm_kernel}" \
+  --section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats --section Occupancy \
+  --section LaunchStats --section SchedulerStats --section SourceCounters --export "$out/ncu_gemm" --force-overwrite \
+  "$root/.gpu/deepinfer" bench --model "$src" --device cuda --batch "${BATCH:-1}" --context 4096 --prefill none \
+  --steps 1 --warmup 1 --profile > "$out/ncu_run.txt" 2>&1
+echo "ncu rc $?"
+"$ncu" --import "$out/ncu_gemm.ncu-rep" --page details --print-units base > "$out/ncu_gemm.txt" 2>&1
+"$ncu" --import "$out/ncu_gemm.ncu-rep" --page raw --csv --metrics gpu__time_duration.sum,dram__bytes_read.sum,launch__grid_size,launch__registers_per_thread,sm__warps_active.avg.pct_of_peak_sustained_active \
+  > "$out/ncu_gemm_raw.csv" 2>&1
+tail -5 "$out/ncu_run.txt"
+wc -l "$out/ncu_gemm.txt"
