@@ -69,15 +69,17 @@ else
   # The concurrency tests, and only their binaries: the thread pool, the scheduler and the engine
   # (whose CPU forward runs on the thread pool), asynchronous grammar-mask filling (Matcher,
   # GrammarLogitsProcessor, guided decoding), the parallel grammar compile, concurrent tokenizer
-  # encodes, and the server (test_serve; the node / python serve_* tests start build-tsan's
-  # deepinfer binary through DEEPINFER_CLI, which tests/CMakeLists.txt sets to the build's own).
+  # encodes, the expert-parallel transport and ranks (test_dist), and the server (test_serve; the
+  # node / python serve_* tests start build-tsan's deepinfer binary through DEEPINFER_CLI, which
+  # tests/CMakeLists.txt sets to the build's own).
   # serve_load_test sends 200 requests here, not 1,000 (DEEPINFER_LOAD_TEST_REQUESTS above): the
   # TSan server manages ~2.5 requests/s on 2 busy cores, so 1,000 cannot finish in its 400 s.
   cmake --build "$dir" -j "$jobs" --target deepinfer test_core test_engine test_structured test_sampling \
-    test_tokenizer test_serve
+    test_tokenizer test_serve test_dist
   include='^(ThreadPool\.|SchedulerTest\.|SchedulerLimits\.|LLMEngine\.|GenerationStream\.|LLMApi\.'
   include+='|EngineSampling\.|Matcher\.|GrammarCompiler\.|GrammarLogitsProcessor\.|GuidedDecoding\.'
-  include+='|GuidedDecodingKjv\.|Tokenizer\.Concurrent|OpenAIRequest\.|Metrics\.|serve_)'
+  include+='|GuidedDecodingKjv\.|Tokenizer\.Concurrent|OpenAIRequest\.|Metrics\.|serve_'
+  include+='|EpTransport\.|V4/ExpertParallel\.)'
   status=0
   ctest --test-dir "$dir" --output-on-failure -j "$jobs" -R "$include" "$@" || status=$?
 fi

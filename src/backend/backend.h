@@ -223,6 +223,17 @@ class Backend {
   // experts accumulate in ascending expert id per token.
   virtual void moe_experts(const MoeWeights& w, TensorView x, TensorView experts, TensorView weights,
                            TensorView out) = 0;
+  // The three parts of moe_experts, for expert parallelism (dist/ep_moe.h), where the routed rows
+  // run on other ranks. moe_shared_expert, then moe_expert_rows over every routed row, then
+  // moe_combine gives moe_experts' bits. A backend without them throws naming the op.
+  // out [T, D] = shared(x), zeros without a shared expert.
+  virtual void moe_shared_expert(const MoeWeights& w, TensorView x, TensorView out);
+  // y [R, D] row i = expert row_expert[i] (of w.experts) applied to x [R, D] row i, unweighted;
+  // row_expert [R] I32. A row's result does not depend on the other rows.
+  virtual void moe_expert_rows(const MoeWeights& w, TensorView x, TensorView row_expert, TensorView y);
+  // out [T, D] += weights[t, k] * y[row_of[t, k]] over the k with row_of[t, k] >= 0, in ascending
+  // experts[t, k] (ties: ascending k), as moe_experts adds them. row_of, experts [T, K] I32.
+  virtual void moe_combine(TensorView y, TensorView row_of, TensorView experts, TensorView weights, TensorView out);
 
   // --- quantisation (DeepSeek-V4.1) ---
   // x [.., n] in place, n a multiple of the format's group (see ActQuant).

@@ -13,6 +13,7 @@
 #include "io/model_config.h"
 #include "kv/state_pool.h"
 #include "model/forward_batch.h"
+#include "model/moe_executor.h"
 
 namespace deepinfer::model {
 
@@ -90,11 +91,22 @@ class CausalLM {
   virtual backend::Backend& backend() const = 0;
   int64_t vocab_size() const { return config().vocab_size; }
 
+  // Routes the MoE layers' experts through `executor` (expert parallelism; null: every expert here,
+  // the default). Not owned; set between forwards. DeepSeek-V4 only so far: V4.1's forward refuses one.
+  void set_moe_executor(MoeExecutor* executor) { moe_executor_ = executor; }
+  MoeExecutor* moe_executor() const { return moe_executor_; }
+  // A step without tokens on this rank: calls the executor for every MoE layer with no rows, so
+  // the rank serves the routed rows other ranks send its experts. Needs an executor.
+  virtual void moe_idle_step() const;
+
   // Single-sequence convenience: runs `tokens` at positions state.length() ... and appends them.
   // `logits` receives vocab_size floats per token when all_logits is true, else the last row.
   std::unique_ptr<SequenceState> new_sequence() const;
   void forward(SequenceState& state, std::span<const int32_t> tokens, std::vector<float>& logits,
                bool all_logits = false) const;
+
+ private:
+  MoeExecutor* moe_executor_ = nullptr;
 };
 
 // Reads DIR/config.json, picks the architecture by model_type, loads the weights. Throws Error.

@@ -18,6 +18,10 @@ SequenceState::~SequenceState() = default;
 
 size_t SequenceState::bytes() const { return pool_->allocated_bytes(); }
 
+void CausalLM::moe_idle_step() const {
+  fail("{} does not support expert parallelism yet (DeepSeek-V4 only so far)", config().model_type);
+}
+
 std::unique_ptr<SequenceState> CausalLM::new_sequence() const {
   return std::make_unique<SequenceState>(state_layout(), backend().allocator(), config().max_position_embeddings);
 }

@@ -66,6 +66,9 @@ class CpuBackend final : public backend::Backend {
                  TensorView experts, TensorView weights) override;
   void moe_experts(const backend::MoeWeights& w, TensorView x, TensorView experts, TensorView weights,
                    TensorView out) override;
+  void moe_shared_expert(const backend::MoeWeights& w, TensorView x, TensorView out) override;
+  void moe_expert_rows(const backend::MoeWeights& w, TensorView x, TensorView row_expert, TensorView y) override;
+  void moe_combine(TensorView y, TensorView row_of, TensorView experts, TensorView weights, TensorView out) override;
   void quantize_dequantize(TensorView x, backend::ActQuant format) override;
 
   // DeepSeek-V4.1 (v41_ops.cpp, v41_attention_ops.cpp).
@@ -121,7 +124,8 @@ class CpuBackend final : public backend::Backend {
   std::vector<std::vector<std::pair<int64_t, float>>> routed_;  // tokens (and weights) per expert
   std::vector<int32_t> routed_tokens_;                          // sequence of each token
   std::vector<int64_t> expert_rows_, token_fill_;               // MoE: first routed row per expert
-  std::vector<std::pair<int64_t, float>> token_rows_;           // MoE: (routed row, weight) per token
+  std::vector<int32_t> moe_row_of_, moe_row_expert_;            // MoE: routed row per (token, k), expert per row
+  std::vector<float> ep_x_, ep_y_;                              // moe_expert_rows: rows grouped by expert
 };
 
 }  // namespace deepinfer::cpu

@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <numeric>
 
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/ops.h"
@@ -338,46 +339,122 @@ void CpuBackend::moe_experts(const backend::MoeWeights& w, TensorView x, TensorV
   check_f32_contiguous(out, "moe_experts output");
   const int64_t T = x.rows(), D = x.last_dim(), K = experts.numel() / std::max<int64_t>(T, 1);
   const auto E = static_cast<int64_t>(w.experts.size());
-  // Experts run in ascending id so every token accumulates its experts in the same order whatever the batch.
-  const auto& by_expert = group_tokens_by_expert(experts, weights, T, K, E, "moe_experts");
-  float* o = out.f32();
-  swiglu(w.shared, x.f32(), T, w.swiglu_limit, o);
-  // Every routed row of the step in expert order: gather, run each expert on its slice, then one
-  // pass over tokens adds each token's experts in ascending id (the same order for every batch).
+  const int32_t* ex = experts.i32();
+  moe_shared_expert(w, x, out);
+  // Every routed row of the step in expert order (within an expert: token, then k), each expert run
+  // on its slice; then each token adds its experts in ascending id (the same order for every batch).
   auto& first_row = expert_rows_;
   first_row.assign(static_cast<size_t>(E + 1), 0);
-  for (int64_t e = 0; e < E; ++e)
-    first_row[static_cast<size_t>(e + 1)] = first_row[static_cast<size_t>(e)] + static_cast<int64_t>(by_expert[static_cast<size_t>(e)].size());
+  for (int64_t i = 0; i < T * K; ++i) {
+    const int32_t e = ex[i];
+    DEEPINFER_CHECK(e >= 0 && e < E, "moe_experts: expert {} outside [0, {})", e, E);
+    ++first_row[static_cast<size_t>(e + 1)];
+  }
+  for (int64_t e = 0; e < E; ++e) first_row[static_cast<size_t>(e + 1)] += first_row[static_cast<size_t>(e)];
   const int64_t rows = first_row[static_cast<size_t>(E)];
-  auto& token_rows = token_rows_;  // per token: (row, weight) in ascending expert order
-  token_rows.assign(static_cast<size_t>(T * K), {-1, 0.0f});
-  std::vector<int64_t>& filled = token_fill_;
-  filled.assign(static_cast<size_t>(T), 0);
-  for (int64_t e = 0; e < E; ++e)
-    for (size_t i = 0; i < by_expert[static_cast<size_t>(e)].size(); ++i) {
-      const auto [t, wgt] = by_expert[static_cast<size_t>(e)][i];
-      token_rows[static_cast<size_t>(t * K + filled[static_cast<size_t>(t)]++)] = {first_row[static_cast<size_t>(e)] + static_cast<int64_t>(i), wgt};
-    }
+  auto& fill = token_fill_;
+  fill.assign(first_row.begin(), first_row.end() - 1);
+  moe_row_of_.resize(static_cast<size_t>(T * K));
+  moe_row_expert_.resize(static_cast<size_t>(rows));
+  for (int64_t i = 0; i < T * K; ++i) {
+    const int64_t row = fill[static_cast<size_t>(ex[i])]++;
+    moe_row_of_[static_cast<size_t>(i)] = static_cast<int32_t>(row);
+    moe_row_expert_[static_cast<size_t>(row)] = ex[i];
+  }
   auto& xe = scratch_a_;
   auto& ye = scratch_b_;
   xe.resize(static_cast<size_t>(rows * D));
   ye.resize(static_cast<size_t>(rows * D));
-  ThreadPool::global().parallel_for(static_cast<size_t>(T), [&](size_t b, size_t e) {
-    for (size_t t = b; t < e; ++t)
-      for (int64_t k = 0; k < filled[t]; ++k)
-        std::copy_n(x.f32() + static_cast<int64_t>(t) * D, D, xe.begin() + token_rows[t * static_cast<size_t>(K) + static_cast<size_t>(k)].first * D);
+  ThreadPool::global().parallel_for(static_cast<size_t>(T * K), [&](size_t b, size_t e) {
+    for (size_t i = b; i < e; ++i)
+      std::copy_n(x.f32() + static_cast<int64_t>(i) / K * D, D, xe.begin() + moe_row_of_[i] * D);
   });
-  for (int64_t e = 0; e < E; ++e) {
-    const int64_t r0 = first_row[static_cast<size_t>(e)], n = first_row[static_cast<size_t>(e + 1)] - r0;
-    if (n > 0) swiglu(w.experts[static_cast<size_t>(e)], xe.data() + r0 * D, n, w.swiglu_limit, ye.data() + r0 * D);
+  moe_expert_rows(w, TensorView::f32(xe.data(), {rows, D}), TensorView::i32(moe_row_expert_.data(), {rows}),
+                  TensorView::f32(ye.data(), {rows, D}));
+  moe_combine(TensorView::f32(ye.data(), {rows, D}), TensorView::i32(moe_row_of_.data(), {T, K}), experts, weights,
+              out);
+}
+
+void CpuBackend::moe_shared_expert(const backend::MoeWeights& w, TensorView x, TensorView out) {
+  check_f32_contiguous(x, "moe_shared_expert input");
+  check_f32_contiguous(out, "moe_shared_expert output");
+  const int64_t T = x.rows(), D = x.last_dim();
+  DEEPINFER_CHECK(out.numel() == T * D, "moe_shared_expert: output of {} values for [{}, {}]", out.numel(), T, D);
+  if (w.shared.w1)
+    swiglu(w.shared, x.f32(), T, w.swiglu_limit, out.f32());
+  else
+    std::fill_n(out.f32(), T * D, 0.0f);
+}
+
+void CpuBackend::moe_expert_rows(const backend::MoeWeights& w, TensorView x, TensorView row_expert, TensorView y) {
+  check_f32_contiguous(x, "moe_expert_rows input");
+  check_f32_contiguous(y, "moe_expert_rows output");
+  const int64_t R = x.rows(), D = x.last_dim();
+  const auto E = static_cast<int64_t>(w.experts.size());
+  DEEPINFER_CHECK(row_expert.numel() == R, "moe_expert_rows: {} expert ids for {} rows", row_expert.numel(), R);
+  const int32_t* re = row_expert.i32();
+  bool sorted = true;
+  for (int64_t i = 0; i < R; ++i) {
+    DEEPINFER_CHECK(re[i] >= 0 && re[i] < E, "moe_expert_rows: expert {} outside [0, {})", re[i], E);
+    sorted = sorted && (i == 0 || re[i - 1] <= re[i]);
   }
+  if (R == 0) return;
+  const int64_t Dout = w.experts[static_cast<size_t>(re[0])].w2->rows;
+  DEEPINFER_CHECK(y.numel() == R * Dout, "moe_expert_rows: output of {} values for [{}, {}]", y.numel(), R, Dout);
+  // Rows in expert order run straight on their slices; otherwise they are grouped (stably) first.
+  const float* xs = x.f32();
+  float* ys = y.f32();
+  std::vector<int64_t> order;
+  if (!sorted) {
+    order.resize(static_cast<size_t>(R));
+    std::iota(order.begin(), order.end(), int64_t{0});
+    std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return re[a] < re[b]; });
+    ep_x_.resize(static_cast<size_t>(R * D));
+    ep_y_.resize(static_cast<size_t>(R * Dout));
+    for (int64_t i = 0; i < R; ++i) std::copy_n(xs + order[static_cast<size_t>(i)] * D, D, ep_x_.begin() + i * D);
+    xs = ep_x_.data();
+    ys = ep_y_.data();
+  }
+  for (int64_t r0 = 0; r0 < R;) {
+    const int32_t e = re[sorted ? r0 : order[static_cast<size_t>(r0)]];
+    int64_t r1 = r0 + 1;
+    while (r1 < R && re[sorted ? r1 : order[static_cast<size_t>(r1)]] == e) ++r1;
+    swiglu(w.experts[static_cast<size_t>(e)], xs + r0 * D, r1 - r0, w.swiglu_limit, ys + r0 * Dout);
+    r0 = r1;
+  }
+  if (!sorted)
+    for (int64_t i = 0; i < R; ++i)
+      std::copy_n(ep_y_.begin() + i * Dout, Dout, y.f32() + order[static_cast<size_t>(i)] * Dout);
+}
+
+void CpuBackend::moe_combine(TensorView y, TensorView row_of, TensorView experts, TensorView weights,
+                             TensorView out) {
+  check_f32_contiguous(y, "moe_combine rows");
+  check_f32_contiguous(out, "moe_combine output");
+  const int64_t T = out.rows(), D = out.last_dim(), K = experts.numel() / std::max<int64_t>(T, 1);
+  const int64_t R = y.rows();
+  DEEPINFER_CHECK(row_of.numel() == T * K && weights.numel() == T * K,
+                  "moe_combine: row_of / weights of {} / {} entries for [{}, {}]", row_of.numel(), weights.numel(), T, K);
+  DEEPINFER_CHECK(R == 0 || y.last_dim() == D, "moe_combine: rows of width {} for an output of width {}",
+                  y.last_dim(), D);
+  const int32_t* ex = experts.i32();
+  const int32_t* ro = row_of.i32();
+  const float* wt = weights.f32();
+  for (int64_t i = 0; i < T * K; ++i)
+    DEEPINFER_CHECK(ro[i] < R, "moe_combine: row {} of token {} outside the {} rows", ro[i], i / K, R);
   ThreadPool::global().parallel_for(static_cast<size_t>(T), [&](size_t b, size_t e) {
+    std::vector<int64_t> ks(static_cast<size_t>(K));
     for (size_t t = b; t < e; ++t) {
-      float* row = o + static_cast<int64_t>(t) * D;
-      for (int64_t k = 0; k < filled[t]; ++k) {
-        const auto [r, wgt] = token_rows[t * static_cast<size_t>(K) + static_cast<size_t>(k)];
-        const float* y = ye.data() + r * D;
-        for (int64_t d = 0; d < D; ++d) row[d] += wgt * y[d];
+      const int64_t base = static_cast<int64_t>(t) * K;
+      std::iota(ks.begin(), ks.end(), int64_t{0});
+      // Ascending expert id, ties by k: the order moe_experts adds in.
+      std::stable_sort(ks.begin(), ks.end(), [&](int64_t a, int64_t c) { return ex[base + a] < ex[base + c]; });
+      float* row = out.f32() + static_cast<int64_t>(t) * D;
+      for (int64_t k : ks) {
+        if (ro[base + k] < 0) continue;
+        const float wgt = wt[base + k];
+        const float* yr = y.f32() + static_cast<int64_t>(ro[base + k]) * D;
+        for (int64_t d = 0; d < D; ++d) row[d] += wgt * yr[d];
       }
     }
   });

@@ -22,6 +22,7 @@ class DeepseekV4 final : public CausalLM {
   std::vector<ParameterGroup> parameter_summary() const override;
   StateFootprint state_footprint() const override;
   backend::Backend& backend() const override { return *backend_; }
+  void moe_idle_step() const override;
 
  private:
   struct Step;  // the step's batch, state and workspace, passed through the layer functions

@@ -29,8 +29,24 @@ void DeepseekV4::moe(const Layer& layer, size_t index, Step& step, TensorView x,
   TensorView scores = step.ws.f32({T, E}), experts = step.ws.i32({T, K}), weights = step.ws.f32({T, K});
   be.linear(m.gate, x, scores);
   be.moe_route(routing, scores, step.batch.tokens, experts, weights);
-  be.moe_experts({experts_[index], shared_[index], static_cast<float>(config_.swiglu_limit)}, x, experts, weights,
-                 out);
+  const backend::MoeWeights w{experts_[index], shared_[index], static_cast<float>(config_.swiglu_limit)};
+  if (MoeExecutor* ex = moe_executor())
+    ex->moe_experts(be, static_cast<int64_t>(index), w, x, experts, weights, out);
+  else
+    be.moe_experts(w, x, experts, weights, out);
+}
+
+void DeepseekV4::moe_idle_step() const {
+  std::lock_guard lock(forward_mutex_);
+  MoeExecutor* ex = moe_executor();
+  DEEPINFER_CHECK(ex, "moe_idle_step: no expert-parallel executor is set");
+  const int64_t D = config_.hidden_size, K = config_.num_experts_per_tok;
+  const TensorView x = TensorView::contiguous(nullptr, DType::F32, {0, D}, backend_->device());
+  const TensorView ids = TensorView::contiguous(nullptr, DType::I32, {0, K}, backend_->device());
+  const TensorView wts = TensorView::contiguous(nullptr, DType::F32, {0, K}, backend_->device());
+  for (size_t l = 0; l < weights_->layers.size(); ++l)
+    ex->moe_experts(*backend_, static_cast<int64_t>(l),
+                    {experts_[l], shared_[l], static_cast<float>(config_.swiglu_limit)}, x, ids, wts, x);
 }
 
 }  // namespace deepinfer::model::deepseek_v4

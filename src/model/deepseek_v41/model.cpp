@@ -121,6 +121,8 @@ void DeepseekV41::forward_with_drafts(const ForwardBatch& batch, kv::StatePool& 
 void DeepseekV41::run(const ForwardBatch& batch, kv::StatePool& pool, std::vector<float>& logits,
                       std::vector<DSparkDraft>* drafts) const {
   std::lock_guard lock(forward_mutex_);
+  DEEPINFER_CHECK(moe_executor() == nullptr, "expert parallelism runs DeepSeek-V4 only so far, not {}",
+                  config_.model_type);
   const int64_t T = batch.num_tokens();
   const int64_t n = config_.hc_mult, D = config_.hidden_size, V = config_.vocab_size;
   check_forward_inputs(batch, pool, layout_, *backend_, V);
