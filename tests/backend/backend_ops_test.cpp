@@ -3,8 +3,10 @@
 // backend_ops_state_test.cpp). Semantics: backend/backend.h and MODELS.md.
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <map>
 #include <numeric>
+#include <random>
 #include <set>
 
 #include "backend/cpu/ops.h"  // torch_top_k_indices: the documented TopKTies::Reference selection
@@ -81,8 +83,9 @@ TEST_P(BackendOps, LinearShapesAndKernelPaths) {
 // Scales whose product with the kernels' decode constants overflows a float, and FP8 NaN codes
 // (0x7f): the reference decodings, so a NaN weight gives NaN outputs in its row only.
 TEST_P(BackendOps, LinearLargeScalesAndNaNCodes) {
-  const int64_t rows = 40, cols = 256, T = 3;
-  for (DType dtype : {DType::F8_E4M3, DType::F4_E2M1}) {
+  const int64_t rows = 40, cols = 256;
+  for (const auto& [dtype, T] : {std::pair{DType::F8_E4M3, int64_t{1}}, std::pair{DType::F8_E4M3, int64_t{3}},
+                                 std::pair{DType::F4_E2M1, int64_t{1}}, std::pair{DType::F4_E2M1, int64_t{3}}}) {
     StoredWeight w = make_weight(rng, dtype, rows, cols, Scales::E8M0Blocks, 32);
     const int64_t scols = w.w.scale_cols;
     // FP8: block (0, 1) = rows 0..31, columns 32..63 at 2^10; FP4: row 5, columns 64..95 at 2^3.
@@ -114,7 +117,7 @@ TEST_P(BackendOps, LinearLargeScalesAndNaNCodes) {
         got[i] = 0.0f;
         want[i] = 0.0;
       }
-    EXPECT_CLOSE(got, want, std::string("large scales ") + std::string(dtype_name(dtype)));
+    EXPECT_CLOSE(got, want, std::string("large scales ") + std::string(dtype_name(dtype)) + " T=" + std::to_string(T));
   }
 }
 
@@ -649,9 +652,12 @@ std::vector<double> ref_swiglu(const ExpertWeights& e, const float* x, int64_t D
 
 TEST_P(BackendOps, MoeExpertsSwigluWithClampsAndSharedExpert) {
   const int64_t D = 64, I = 32, E = 6, K = 2;
-  // As released: routed experts FP4, the shared expert FP8; and all BF16. T = 40: experts with more
-  // rows than one GEMM tile.
-  for (int64_t T : {11, 40})
+  // As released: routed experts FP4, the shared expert FP8; and all BF16. T 1-2: decode (the CUDA
+  // kernels for 1-2 rows); T = 2 repeats one expert in a token's top-k (the router does only with NaN
+  // scores; then an expert holds more rows than there are tokens); T = 6: few rows per expert on
+  // average (tiles of 2 rows on CUDA) but every token on expert 0 (3 tiles); T = 40: experts with
+  // more rows than one GEMM tile.
+  for (int64_t T : {1, 2, 6, 11, 40})
   for (auto [routed_dtype, shared_dtype] : {std::pair{DType::F4_E2M1, DType::F8_E4M3}, std::pair{DType::BF16, DType::BF16}}) {
     auto& experts = keep(std::vector<ExpertWeights>{});
     for (int64_t e = 0; e < E; ++e) experts.push_back(make_expert(rng, routed_dtype, I, D));
@@ -666,6 +672,9 @@ TEST_P(BackendOps, MoeExpertsSwigluWithClampsAndSharedExpert) {
         chosen[t * K] = static_cast<int32_t>(uniform_int(0, E - 2));
         do chosen[t * K + 1] = static_cast<int32_t>(uniform_int(0, E - 2)); while (chosen[t * K + 1] == chosen[t * K]);
       }
+      if (T == 2) chosen[3] = chosen[2];
+      if (T == 6)
+        for (int64_t t = 0; t < T; ++t) chosen[t * K] = 0, chosen[t * K + 1] = static_cast<int32_t>(1 + t % 4);
       auto weights = randoms(static_cast<size_t>(T * K));
       const auto dx = on_device(x);
       const auto d_chosen = on_device(chosen);
@@ -681,10 +690,65 @@ TEST_P(BackendOps, MoeExpertsSwigluWithClampsAndSharedExpert) {
         }
         std::copy(row.begin(), row.end(), want.begin() + t * D);
       }
-      EXPECT_CLOSE(out.download(), want, std::string("moe_experts ") + std::string(dtype_name(routed_dtype)) + " limit " +
-                                  std::to_string(limit));
+      EXPECT_CLOSE(out.download(), want, std::string("moe_experts ") + std::string(dtype_name(routed_dtype)) + " T=" +
+                                             std::to_string(T) + " limit " + std::to_string(limit));
     }
   }
+}
+
+// moe_experts equals its three parts bit for bit (expert parallelism runs them on different ranks):
+// the shared expert, every routed row through its expert in a shuffled order (as rows arrive from
+// other ranks), and the combine in ascending expert id.
+TEST_P(BackendOps, MoeExpertsEqualsItsParts) {
+  const int64_t D = 64, I = 32, E = 6, K = 2;
+  for (int64_t T : {1, 9, 40})
+    for (auto [routed_dtype, shared_dtype] :
+         {std::pair{DType::F4_E2M1, DType::F8_E4M3}, std::pair{DType::BF16, DType::BF16}}) {
+      auto& experts = keep(std::vector<ExpertWeights>{});
+      for (int64_t e = 0; e < E; ++e) experts.push_back(make_expert(rng, routed_dtype, I, D));
+      const ExpertWeights& shared = keep(make_expert(rng, shared_dtype, I, D));
+      std::vector<backend::SwigluExpert> views;
+      for (const auto& e : experts) views.push_back(e.view());
+      backend::MoeWeights mw{views, shared.view(), 0.5f};
+      const auto x = randoms(static_cast<size_t>(T * D));
+      std::vector<int32_t> chosen(static_cast<size_t>(T * K));
+      for (int64_t t = 0; t < T; ++t) {
+        chosen[t * K] = static_cast<int32_t>(uniform_int(0, E - 1));
+        do chosen[t * K + 1] = static_cast<int32_t>(uniform_int(0, E - 1)); while (chosen[t * K + 1] == chosen[t * K]);
+      }
+      const auto weights = randoms(static_cast<size_t>(T * K));
+      const auto dx = on_device(x);
+      const auto d_chosen = on_device(chosen);
+      const auto d_weights = on_device(weights);
+      auto whole = nan_output(static_cast<size_t>(T * D));
+      be->moe_experts(mw, dx.view({T, D}), d_chosen.view({T, K}), d_weights.view({T, K}), whole.view({T, D}));
+
+      // Row i of the parts holds (token, k) = order[i].
+      std::vector<int64_t> order(static_cast<size_t>(T * K));
+      std::iota(order.begin(), order.end(), int64_t{0});
+      std::shuffle(order.begin(), order.end(), rng);
+      std::vector<float> rows_x(static_cast<size_t>(T * K * D));
+      std::vector<int32_t> rows_e(static_cast<size_t>(T * K)), row_of(static_cast<size_t>(T * K));
+      for (size_t i = 0; i < order.size(); ++i) {
+        const int64_t tk = order[i];
+        std::copy_n(x.begin() + tk / K * D, D, rows_x.begin() + static_cast<int64_t>(i) * D);
+        rows_e[i] = chosen[static_cast<size_t>(tk)];
+        row_of[static_cast<size_t>(tk)] = static_cast<int32_t>(i);
+      }
+      auto parts = nan_output(static_cast<size_t>(T * D));
+      be->moe_shared_expert(mw, dx.view({T, D}), parts.view({T, D}));
+      const auto d_rows_x = on_device(rows_x);
+      const auto d_rows_e = on_device(rows_e);
+      const auto d_row_of = on_device(row_of);
+      auto rows_y = nan_output(static_cast<size_t>(T * K * D));
+      be->moe_expert_rows(mw, d_rows_x.view({T * K, D}), d_rows_e.view({T * K}), rows_y.view({T * K, D}));
+      be->moe_combine(rows_y.view({T * K, D}), d_row_of.view({T, K}), d_chosen.view({T, K}), d_weights.view({T, K}),
+                      parts.view({T, D}));
+      const auto a = whole.download(), b = parts.download();
+      for (float v : a) ASSERT_TRUE(std::isfinite(v)) << "moe_experts gave " << v;
+      ASSERT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float)))
+          << "moe_experts and its parts differ, T=" << T << " " << dtype_name(routed_dtype);
+    }
 }
 
 // Experts with many rows each (T = 300 tokens over 8 experts, top 2: ~75 rows per expert, tiles of

@@ -23,9 +23,10 @@ elif [ "${STAGE:-all}" = bench ]; then
   rm -rf .gpu && mkdir -p .gpu/lib
   cp build-cuda/tools/deepinfer .gpu/
 else
-  cmake --build build-cuda -j "$(nproc)" --target test_backend test_model test_engine deepinfer
+  cmake --build build-cuda -j "$(nproc)" --target test_backend test_model test_engine test_dist deepinfer
   rm -rf .gpu && mkdir -p .gpu/lib
-  cp build-cuda/tests/test_backend build-cuda/tests/test_model build-cuda/tests/test_engine build-cuda/tools/deepinfer .gpu/
+  cp build-cuda/tests/test_backend build-cuda/tests/test_model build-cuda/tests/test_engine build-cuda/tests/test_dist \
+    build-cuda/tools/deepinfer .gpu/
 fi
 # Stripped: unstripped test binaries (~44 MB) plus the tree exceed the device tool's 64 MiB.
 strip --strip-unneeded .gpu/deepinfer .gpu/test_* 2>/dev/null || true

@@ -2,7 +2,8 @@
 # Runs on the GPU machine (after tools/gpu/build.sh here, with .gpu carried): every op of every
 # backend against double-precision references (test_backend: cpu and cuda), the fixture and kjv
 # parity tests and the batched-forward bit-identity tests with the model on CUDA, the engine tests
-# on CUDA, and a CLI generation on both devices; prints a summary table. Logs go to $OUT if set.
+# on CUDA, expert parallelism (test_dist) with the ranks' models on CUDA, and a CLI generation on both
+# devices; prints a summary table. Logs go to $OUT if set.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 # tools/gpu/build.sh ships the binaries compressed.
@@ -34,6 +35,9 @@ echo "not on CUDA yet (issue #11): the V4.1 ops and model tests ($v41_ops; V41Pa
 run backend_ops .gpu/test_backend --gtest_filter="*BackendOps*:-$v41_cuda_excluded"
 run model_parity_cuda env DEEPINFER_DEVICE=cuda .gpu/test_model --gtest_filter='-*V41Parity.*:*BatchedForwardV41.*:Models/BatchedForward.*/3:Models/BatchedForward.*/4'
 run engine_cuda env DEEPINFER_DEVICE=cuda .gpu/test_engine --gtest_filter='-LLMApiV41.*'
+# Expert parallelism over the in-process transport with every rank's model on the GPU (ranks as
+# threads sharing it): EP = 2 and 4 against one rank, bit for bit.
+run ep_cuda env DEEPINFER_DEVICE=cuda .gpu/test_dist --gtest_filter='V4/ExpertParallel.*'
 for device in cpu cuda; do
   run "generate_$device" .gpu/deepinfer generate --model models/kjv-tiny-v4 --device "$device" \
     --prompt "Psalms 23:1 The LORD is my shepherd; I" --max-tokens 48 --temperature 0 --print-ids

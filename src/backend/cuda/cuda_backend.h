@@ -104,6 +104,9 @@ class CudaBackend final : public backend::Backend {
                  TensorView experts, TensorView weights) override;
   void moe_experts(const backend::MoeWeights& w, TensorView x, TensorView experts, TensorView weights,
                    TensorView out) override;
+  void moe_shared_expert(const backend::MoeWeights& w, TensorView x, TensorView out) override;
+  void moe_expert_rows(const backend::MoeWeights& w, TensorView x, TensorView row_expert, TensorView y) override;
+  void moe_combine(TensorView y, TensorView row_of, TensorView experts, TensorView weights, TensorView out) override;
   void quantize_dequantize(TensorView x, backend::ActQuant format) override;
 
   // --- helpers for the op files ---
@@ -144,6 +147,9 @@ class CudaBackend final : public backend::Backend {
 
  private:
   void* stage_bytes(const void* host, size_t bytes);
+  // moe_experts with `out` starting at empty_value (0 in moe_experts) when there is no shared expert.
+  void moe_experts_filled(const backend::MoeWeights& w, TensorView x, TensorView experts, TensorView weights,
+                          TensorView out, float empty_value);
   // linear and grouped_linear after validation (ops_gemm.cpp).
   void linear_any(const WeightMatrix& w, int64_t groups, TensorView x, TensorView y);
   // scratch() slots of the tensor-core GEMM's split activations (this one and the next).

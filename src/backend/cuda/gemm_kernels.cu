@@ -21,7 +21,8 @@ using skinny::Job;
 
 // grid (ceil(tokens / 8) * column tiles, 1, groups); block b: row chunk b % nm, column tile b / nm
 // (the row chunks of one weight tile run next to each other and share it in L2).
-template <int F>
+// kMaxRows: skinny::run's row templates (2 when no chunk has more than 2 rows).
+template <int F, int kMaxRows>
 __global__ void __launch_bounds__(skinny::kThreads, 2)
     linear_kernel(DevMatrix w, int64_t groups, const float* x, int64_t tokens, float* y, int64_t nm, int ks,
                   bool x_vec) {
@@ -43,11 +44,11 @@ __global__ void __launch_bounds__(skinny::kThreads, 2)
   j.limit = 0.0f;
   j.ks = ks;
   j.x_vec = x_vec;
-  skinny::run<F, false>(j);
+  skinny::run<F, false, kMaxRows>(j);
 }
 
 // grid (tiles, column tiles). ldx = K, ldy = n_out.
-template <int F, bool kSwiglu>
+template <int F, bool kSwiglu, int kMaxRows>
 __global__ void __launch_bounds__(skinny::kThreads, 2)
     moe_gemm_kernel(const DevMatrix* wa, const DevMatrix* wb, const MoeTile* tiles, const int32_t* tile_count,
                     int64_t identity_rows, const int32_t* row_src, const float* x, int64_t K, float* y,
@@ -81,7 +82,7 @@ __global__ void __launch_bounds__(skinny::kThreads, 2)
   j.limit = limit;
   j.ks = ks;
   j.x_vec = x_vec;
-  skinny::run<F, kSwiglu>(j);
+  skinny::run<F, kSwiglu, kMaxRows>(j);
 }
 
 // ---------------------------------------------------------------- routing
@@ -275,9 +276,9 @@ __global__ void moe_combine_kernel(float* out, const float* ye, const int32_t* e
   out[t * D + d] = v;
 }
 
-__global__ void zero_kernel(float* dst, int64_t n) {
+__global__ void fill_kernel(float* dst, int64_t n, float value) {
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i < n) dst[i] = 0.0f;
+  if (i < n) dst[i] = value;
 }
 
 bool x_vec_ok(const float* x, int64_t ld) { return reinterpret_cast<uintptr_t>(x) % 16 == 0 && ld % 4 == 0; }
@@ -292,6 +293,22 @@ int split_for(int64_t weight_rows, int64_t K, int fmt) {
   return ks;
 }
 
+template <int kMaxRows>
+void launch_linear_rows(int fmt, dim3 grid, const DevMatrix& w, int64_t groups, const float* x, int64_t tokens, float* y,
+                        int64_t nm, int ks, bool xv) {
+  switch (fmt) {
+#define DEEPINFER_LINEAR(F) \
+  case F: linear_kernel<F, kMaxRows><<<grid, skinny::kThreads>>>(w, groups, x, tokens, y, nm, ks, xv); break;
+    DEEPINFER_LINEAR(skinny::kF32)
+    DEEPINFER_LINEAR(skinny::kF16)
+    DEEPINFER_LINEAR(skinny::kBF16)
+    DEEPINFER_LINEAR(skinny::kF8)
+    DEEPINFER_LINEAR(skinny::kF4)
+    default: linear_kernel<skinny::kGeneric, kMaxRows><<<grid, skinny::kThreads>>>(w, groups, x, tokens, y, nm, ks, xv);
+#undef DEEPINFER_LINEAR
+  }
+}
+
 }  // namespace
 
 int gemm_format(const DevMatrix& w) {
@@ -304,8 +321,11 @@ int gemm_format(const DevMatrix& w) {
     case kBF16:
       return aligned ? w.dtype : kGeneric;
     case kF8:
-      return aligned && (!w.scale || (w.block_rows > 0 && w.block_cols > 0 && w.block_cols % 16 == 0)) ? kF8
-                                                                                                      : kGeneric;
+      // Blocks of a power-of-two width of 16 or more: a lane chunk lies in one block, found by a shift.
+      return aligned && (!w.scale || (w.block_rows > 0 && w.block_cols >= 16 &&
+                                      (w.block_cols & (w.block_cols - 1)) == 0))
+                 ? kF8
+                 : kGeneric;
     case kF4:
       return aligned && w.scale ? kF4 : kGeneric;
   }
@@ -321,22 +341,15 @@ void launch_linear(const DevMatrix& w, int64_t groups, const float* x, int64_t t
   const int64_t ct = (R + skinny::outs_per_cta(false, ks) - 1) / skinny::outs_per_cta(false, ks);
   const dim3 grid(static_cast<unsigned>(nm * ct), 1, static_cast<unsigned>(groups));
   const bool xv = x_vec_ok(x, groups * w.cols) && w.cols % 4 == 0;
-  switch (fmt) {
-#define DEEPINFER_LINEAR(F) \
-  case F: linear_kernel<F><<<grid, skinny::kThreads>>>(w, groups, x, tokens, y, nm, ks, xv); break;
-    DEEPINFER_LINEAR(skinny::kF32)
-    DEEPINFER_LINEAR(skinny::kF16)
-    DEEPINFER_LINEAR(skinny::kBF16)
-    DEEPINFER_LINEAR(skinny::kF8)
-    DEEPINFER_LINEAR(skinny::kF4)
-    default: linear_kernel<skinny::kGeneric><<<grid, skinny::kThreads>>>(w, groups, x, tokens, y, nm, ks, xv);
-#undef DEEPINFER_LINEAR
-  }
+  if (tokens <= 2)
+    launch_linear_rows<2>(fmt, grid, w, groups, x, tokens, y, nm, ks, xv);
+  else
+    launch_linear_rows<skinny::kRows>(fmt, grid, w, groups, x, tokens, y, nm, ks, xv);
 }
 
 namespace {
 
-template <bool kSwiglu>
+template <bool kSwiglu, int kMaxRows>
 void launch_moe_gemm(int fmt, const DevMatrix* wa, const DevMatrix* wb, const MoeTile* tiles, const int32_t* tile_count,
                      int64_t grid_tiles, int64_t identity_rows, const int32_t* row_src, const float* x, int64_t K,
                      float* y, int64_t n_out, float limit) {
@@ -349,7 +362,7 @@ void launch_moe_gemm(int fmt, const DevMatrix* wa, const DevMatrix* wb, const Mo
   switch (fmt) {
 #define DEEPINFER_MOE(F)                                                                                          \
   case F:                                                                                                         \
-    moe_gemm_kernel<F, kSwiglu><<<grid, skinny::kThreads>>>(wa, wb, tiles, tile_count, identity_rows, row_src, x, K, \
+    moe_gemm_kernel<F, kSwiglu, kMaxRows><<<grid, skinny::kThreads>>>(wa, wb, tiles, tile_count, identity_rows, row_src, x, K, \
                                                             y, n_out, limit, ks, xv);                             \
     break;
     DEEPINFER_MOE(skinny::kF32)
@@ -358,7 +371,7 @@ void launch_moe_gemm(int fmt, const DevMatrix* wa, const DevMatrix* wb, const Mo
     DEEPINFER_MOE(skinny::kF8)
     DEEPINFER_MOE(skinny::kF4)
     default:
-      moe_gemm_kernel<skinny::kGeneric, kSwiglu><<<grid, skinny::kThreads>>>(wa, wb, tiles, tile_count, identity_rows,
+      moe_gemm_kernel<skinny::kGeneric, kSwiglu, kMaxRows><<<grid, skinny::kThreads>>>(wa, wb, tiles, tile_count, identity_rows,
                                                                              row_src, x, K, y, n_out, limit, ks, xv);
 #undef DEEPINFER_MOE
   }
@@ -385,13 +398,22 @@ void launch_moe_plan(const int32_t* experts, int64_t tokens, int64_t top_k, int6
 
 void launch_moe_gate_up(int fmt, const DevMatrix* w1s, const DevMatrix* w3s, const MoeTile* tiles,
                         const int32_t* tile_count, int64_t grid_tiles, int64_t identity_rows, const int32_t* row_src,
-                        const float* x, int64_t D, int64_t I, float limit, float* h) {
-  launch_moe_gemm<true>(fmt, w1s, w3s, tiles, tile_count, grid_tiles, identity_rows, row_src, x, D, h, I, limit);
+                        const float* x, int64_t D, int64_t I, float limit, float* h, bool few_rows) {
+  if (few_rows)
+    launch_moe_gemm<true, 2>(fmt, w1s, w3s, tiles, tile_count, grid_tiles, identity_rows, row_src, x, D, h, I, limit);
+  else
+    launch_moe_gemm<true, skinny::kRows>(fmt, w1s, w3s, tiles, tile_count, grid_tiles, identity_rows, row_src, x, D,
+                                         h, I, limit);
 }
 
 void launch_moe_down(int fmt, const DevMatrix* w2s, const MoeTile* tiles, const int32_t* tile_count,
-                     int64_t grid_tiles, int64_t identity_rows, const float* h, int64_t I, int64_t D, float* y) {
-  launch_moe_gemm<false>(fmt, w2s, w2s, tiles, tile_count, grid_tiles, identity_rows, nullptr, h, I, y, D, 0.0f);
+                     int64_t grid_tiles, int64_t identity_rows, const float* h, int64_t I, int64_t D, float* y,
+                     bool few_rows) {
+  if (few_rows)
+    launch_moe_gemm<false, 2>(fmt, w2s, w2s, tiles, tile_count, grid_tiles, identity_rows, nullptr, h, I, y, D, 0.0f);
+  else
+    launch_moe_gemm<false, skinny::kRows>(fmt, w2s, w2s, tiles, tile_count, grid_tiles, identity_rows, nullptr, h, I,
+                                          y, D, 0.0f);
 }
 
 void launch_moe_combine(float* out, const float* ye, const int32_t* experts, const float* weights,
@@ -402,9 +424,9 @@ void launch_moe_combine(float* out, const float* ye, const int32_t* experts, con
   moe_combine_kernel<<<grid, threads>>>(out, ye, experts, weights, row_of, top_k, D);
 }
 
-void launch_zero(float* dst, int64_t n) {
+void launch_fill(float* dst, int64_t n, float value) {
   if (n <= 0) return;
-  zero_kernel<<<blocks_for(n, 256), 256>>>(dst, n);
+  fill_kernel<<<blocks_for(n, 256), 256>>>(dst, n, value);
 }
 
 }  // namespace deepinfer::cuda

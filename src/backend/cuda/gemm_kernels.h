@@ -81,15 +81,15 @@ void launch_moe_plan(const int32_t* experts, int64_t tokens, int64_t top_k, int6
 // x [*, D], h [rows, I].
 void launch_moe_gate_up(int fmt, const DevMatrix* w1s, const DevMatrix* w3s, const MoeTile* tiles,
                         const int32_t* tile_count, int64_t grid_tiles, int64_t identity_rows, const int32_t* row_src,
-                        const float* x, int64_t D, int64_t I, float limit, float* h);
+                        const float* x, int64_t D, int64_t I, float limit, float* h, bool few_rows);
 // y[row, d] = w2 of the row's expert times h[row] (same tiling as launch_moe_gate_up). y [rows, D].
 void launch_moe_down(int fmt, const DevMatrix* w2s, const MoeTile* tiles, const int32_t* tile_count, int64_t grid_tiles,
-                     int64_t identity_rows, const float* h, int64_t I, int64_t D, float* y);
+                     int64_t identity_rows, const float* h, int64_t I, int64_t D, float* y, bool few_rows);
 // out[t] += weights[t, k] * ye[row_of[t, k]] over token t's experts in ascending expert id.
 void launch_moe_combine(float* out, const float* ye, const int32_t* experts, const float* weights,
                         const int32_t* row_of, int64_t tokens, int64_t top_k, int64_t D);
-// dst[0, n) = 0 (on stream 0).
-void launch_zero(float* dst, int64_t n);
+// dst[0, n) = value (on stream 0).
+void launch_fill(float* dst, int64_t n, float value);
 
 // --- tensor-core GEMM (tc_gemm.cu) ---
 // True when DEEPINFER_TC_GEMM=1 (read once).

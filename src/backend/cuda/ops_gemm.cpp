@@ -137,6 +137,53 @@ void CudaBackend::moe_route(const backend::RoutingParams& p, TensorView logits, 
 
 void CudaBackend::moe_experts(const backend::MoeWeights& w, TensorView x, TensorView experts, TensorView weights,
                               TensorView out) {
+  moe_experts_filled(w, x, experts, weights, out, 0.0f);
+}
+
+// The parts of moe_experts, through its own kernels so the bits are moe_experts' (each routed row's
+// result does not depend on the rows beside it; the combine kernel adds in ascending expert id).
+void CudaBackend::moe_shared_expert(const backend::MoeWeights& w, TensorView x, TensorView out) {
+  const int64_t T = x.rows();
+  const backend::MoeWeights shared_only{{}, w.shared, w.swiglu_limit};
+  const TensorView none = TensorView::contiguous(nullptr, DType::I32, {T, 0}, Device::CUDA);
+  const TensorView no_weights = TensorView::contiguous(nullptr, DType::F32, {T, 0}, Device::CUDA);
+  moe_experts_filled(shared_only, x, none, no_weights, out, 0.0f);
+}
+
+void CudaBackend::moe_expert_rows(const backend::MoeWeights& w, TensorView x, TensorView row_expert, TensorView y) {
+  const int64_t R = x.rows();
+  check_device(row_expert, DType::I32, "moe_expert_rows experts");
+  DEEPINFER_CHECK(row_expert.numel() == R, "moe_expert_rows: {} expert ids for {} rows", row_expert.numel(), R);
+  if (R == 0) return;
+  // Each row as a token routed to its one expert with weight 1 onto -0.0: -0.0 + 1 * y is y for
+  // every y (a +0.0 start would turn -0.0 results into +0.0).
+  float* ones = static_cast<float*>(scratch(static_cast<size_t>(R) * sizeof(float), kTcScratch + 2));
+  launch_fill(ones, R, 1.0f);
+  DEEPINFER_CUDA_LAUNCHED();
+  const backend::MoeWeights routed_only{w.experts, {}, w.swiglu_limit};
+  moe_experts_filled(routed_only, x, row_expert.reshape({R, 1}),
+                     TensorView::contiguous(ones, DType::F32, {R, 1}, Device::CUDA), y, -0.0f);
+}
+
+void CudaBackend::moe_combine(TensorView y, TensorView row_of, TensorView experts, TensorView weights,
+                              TensorView out) {
+  begin_op();
+  check_device(y, DType::F32, "moe_combine rows");
+  check_device(row_of, DType::I32, "moe_combine row_of");
+  check_device(experts, DType::I32, "moe_combine experts");
+  check_device(weights, DType::F32, "moe_combine weights");
+  check_device(out, DType::F32, "moe_combine output");
+  const int64_t T = out.rows(), D = out.last_dim(), K = experts.numel() / std::max<int64_t>(T, 1);
+  DEEPINFER_CHECK(row_of.numel() == T * K && weights.numel() == T * K && (y.rows() == 0 || y.last_dim() == D),
+                  "moe_combine: row_of / weights of {} / {} entries for [{}, {}], rows of width {}", row_of.numel(),
+                  weights.numel(), T, K, y.last_dim());
+  if (T == 0 || K == 0) return;
+  launch_moe_combine(out.f32(), y.f32(), experts.i32(), weights.f32(), row_of.i32(), T, K, D);
+  DEEPINFER_CUDA_LAUNCHED();
+}
+
+void CudaBackend::moe_experts_filled(const backend::MoeWeights& w, TensorView x, TensorView experts,
+                                     TensorView weights, TensorView out, float empty_value) {
   begin_op();
   check_device(x, DType::F32, "moe_experts input");
   check_device(out, DType::F32, "moe_experts output");
@@ -178,13 +225,20 @@ void CudaBackend::moe_experts(const backend::MoeWeights& w, TensorView x, Tensor
   }
   // The tensor-core GEMM where the matrices allow it (the weights alone decide: gemm_kernels.h).
   const int f_shared_gu = w.shared.w1 ? all_tc({&s1, &s3}) : -1, f_shared_down = w.shared.w1 ? all_tc({&s2}) : -1;
-  // The routed pair shares one plan, whose tiles the CUDA-core tile takes only at kGemmTileRows rows:
+  // The routed pair shares one plan, whose tiles the CUDA-core tile takes only at <= kGemmTileRows rows:
   // both on the tensor cores or neither.
   const int f_routed_gu = routed > 0 ? all_tc({&m1, &m3}) : -1, f_routed_down = routed > 0 ? all_tc({&m2}) : -1;
   const bool tc_routed = f_routed_gu >= 0 && f_routed_down >= 0;
   const int shared_rows = tc_moe_tile_rows(T);  // tensor-core schedules only
-  const int routed_rows =
-      tc_routed ? tc_moe_tile_rows(routed / std::max<int64_t>(1, std::min(E, routed))) : kGemmTileRows;
+  // The CUDA-core kernels built for chunks of 1-2 rows (fewer registers): the shared expert at 1-2
+  // tokens; the routed experts while they average at most 2 rows each (decode up to 2 E / top_k tokens:
+  // 85 for V4-Flash's 256 experts, top 6), whose plan then cuts tiles of 2 rows (an expert with more rows gets several tiles, which
+  // run side by side and share its weights in L2).
+  const bool few_rows = T <= 2;
+  const bool routed_few = routed <= 2 * std::max<int64_t>(E, 1);
+  const int routed_rows = tc_routed    ? tc_moe_tile_rows(routed / std::max<int64_t>(1, std::min(E, routed)))
+                          : routed_few ? 2
+                                       : kGemmTileRows;
   const int64_t max_tiles = routed > 0 ? moe_max_tiles(routed, E, routed_rows) : 0;
   const size_t index_ints = static_cast<size_t>(E + routed + (E + 1) + routed + routed + 1 + 4 * max_tiles);
 
@@ -211,7 +265,7 @@ void CudaBackend::moe_experts(const backend::MoeWeights& w, TensorView x, Tensor
                          shared_rows, nullptr, x.f32(), T, xc, D, h, Is, limit, false);
     } else {
       launch_moe_gate_up(common_format({&s1, &s3}), d1, d3, nullptr, nullptr, (T + kGemmTileRows - 1) / kGemmTileRows,
-                         T, nullptr, x.f32(), D, Is, limit, h);
+                         T, nullptr, x.f32(), D, Is, limit, h, few_rows);
     }
     DEEPINFER_CUDA_LAUNCHED();
     if (f_shared_down >= 0) {
@@ -219,11 +273,11 @@ void CudaBackend::moe_experts(const backend::MoeWeights& w, TensorView x, Tensor
                          shared_rows, nullptr, h, T, hc, Is, out.f32(), D, 0.0f, false);
     } else {
       launch_moe_down(common_format({&s2}), d2, nullptr, nullptr, (T + kGemmTileRows - 1) / kGemmTileRows, T, h, Is, D,
-                      out.f32());
+                      out.f32(), few_rows);
     }
     DEEPINFER_CUDA_LAUNCHED();
   } else {
-    launch_zero(out.f32(), T * D);
+    launch_fill(out.f32(), T * D, empty_value);
     DEEPINFER_CUDA_LAUNCHED();
   }
   if (routed == 0) return;
@@ -247,14 +301,14 @@ void CudaBackend::moe_experts(const backend::MoeWeights& w, TensorView x, Tensor
                        x.f32(), T, xc, D, h, I, limit, true);
   } else {
     launch_moe_gate_up(common_format({&m1, &m3}), d1, d3, ix.tiles, ix.tile_count, max_tiles, 0, ix.row_token, x.f32(),
-                       D, I, limit, h);
+                       D, I, limit, h, routed_few);
   }
   DEEPINFER_CUDA_LAUNCHED();
   if (tc_routed) {
     launch_moe_gemm_tc(false, f_routed_down, d2, d2, ix.tiles, ix.tile_count, max_tiles, 0, routed_rows, nullptr, h,
                        routed, hc, I, ye, D, 0.0f, true);
   } else {
-    launch_moe_down(common_format({&m2}), d2, ix.tiles, ix.tile_count, max_tiles, 0, h, I, D, ye);
+    launch_moe_down(common_format({&m2}), d2, ix.tiles, ix.tile_count, max_tiles, 0, h, I, D, ye, routed_few);
   }
   DEEPINFER_CUDA_LAUNCHED();
   launch_moe_combine(out.f32(), ye, experts.i32(), weights.f32(), ix.row_of, T, K, D);

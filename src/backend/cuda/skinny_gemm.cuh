@@ -8,6 +8,8 @@
 // slab of a weight row; its float32 fmaf chain runs over its chunks' elements in ascending order,
 // the 32 lanes are summed by a fixed xor butterfly, and the ks warps of a split-K (ks chosen from
 // the weight's shape only) are added in ascending order. None of it depends on the call's rows.
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -50,8 +52,10 @@ __device__ __forceinline__ uint32_t word_of(const uint4& v, int i) {
 }
 __device__ __forceinline__ uint32_t shift_by(uint32_t v, int n) { return n >= 0 ? v << n : v >> -n; }
 
-// Elements 4q .. 4q+3 of a lane chunk, scaled. kExact: the reference decodings (NaN codes, scales
-// whose product with 2^120 / 2^126 overflows); else the bit-trick decodings, the same values.
+// Elements 4q .. 4q+3 of a lane chunk, scaled. FP8 goes through the hardware e4m3x2 -> f16x2
+// conversion (exact: every e4m3 value, NaN included, is an f16) and is multiplied by its block scale
+// as the reference does. FP4, kExact: the reference decoding (for scales whose product with 2^126
+// overflows); else the bit trick, the same values.
 template <int F, bool kExact>
 __device__ __forceinline__ void decode4(const uint4& raw, int q, float s, float S, float* out) {
   if constexpr (F == kF32) {
@@ -74,14 +78,11 @@ __device__ __forceinline__ void decode4(const uint4& raw, int q, float s, float 
   } else if constexpr (F == kF8) {
     const uint32_t u = word_of(raw, q);
 #pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      if constexpr (kExact) {
-        out[j] = f8e4m3_to_f32(static_cast<uint8_t>(u >> (8 * j))) * s;
-      } else {
-        // eeeemmm into the low exponent / high mantissa bits of a float: value * 2^-120, exact.
-        const uint32_t bits = (shift_by(u, 20 - 8 * j) & 0x07f00000u) | (shift_by(u, 24 - 8 * j) & 0x80000000u);
-        out[j] = __uint_as_float(bits) * S;
-      }
+    for (int h = 0; h < 2; ++h) {  // byte j of the word is element 4q + j
+      const __half2 v = __half2(__nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(u >> (16 * h)), __NV_E4M3));
+      const float2 f = __half22float2(v);
+      out[2 * h] = f.x * s;
+      out[2 * h + 1] = f.y * s;
     }
   } else if constexpr (F == kF4) {
     const uint32_t u = word_of(raw, q >> 1) >> (16 * (q & 1));  // nibble n of word w is element 8w + n
@@ -99,12 +100,16 @@ __device__ __forceinline__ void decode4(const uint4& raw, int q, float s, float 
   }
 }
 
-// Block scale at column k of a weight row whose scale row starts at index srow (FP8 / FP4).
+// Block scale at column k of a weight row whose scale row starts at index srow (FP8 / FP4); FP8
+// blocks are 2^bshift columns wide when bshift >= 0 (gemm_format takes powers of two only), else
+// block_cols.
 template <int F>
-__device__ __forceinline__ float scale_at(const DevMatrix& w, int64_t srow, int64_t k) {
+__device__ __forceinline__ float scale_at(const DevMatrix& w, int64_t srow, int64_t k, int bshift = -1) {
   if constexpr (F == kF8) {
     if (!w.scale) return 1.0f;
-    const int64_t i = srow + static_cast<uint32_t>(k) / static_cast<uint32_t>(w.block_cols);
+    const int64_t i = srow + (bshift >= 0 ? k >> bshift
+                                          : static_cast<int64_t>(static_cast<uint32_t>(k) /
+                                                                 static_cast<uint32_t>(w.block_cols)));
     return w.scale_dtype == 4 ? e8m0_to_f32(w.scale[i]) : reinterpret_cast<const float*>(w.scale)[i];
   } else {
     return e8m0_to_f32(w.scale[srow + (k >> 5)]);
@@ -205,8 +210,10 @@ __device__ __forceinline__ void tile(const Job& j, float (&red)[kWarps][kRW][kRo
     constexpr int64_t kBytes = F == kF32 ? 4 : F == kF8 ? 1 : 2;  // FP4: pitch K / 2 below
     const uint8_t* base[kRW];
     int64_t srow[kRW];  // first scale index of each row (block row for FP8)
+    int bshift[kRW];    // log2 of the FP8 block width
 #pragma unroll
     for (int r = 0; r < kRW; ++r) {
+      bshift[r] = F == kF8 && wm[r]->block_cols > 0 ? __ffs(wm[r]->block_cols) - 1 : 0;
       base[r] = wm[r]->data + (F == kF4 ? wrow[r] * (K / 2) : wrow[r] * K * kBytes);
       srow[r] = F == kF8 ? (wrow[r] / (wm[r]->block_rows > 0 ? wm[r]->block_rows : 1)) * wm[r]->scale_cols
                          : wrow[r] * wm[r]->scale_cols;
@@ -233,16 +240,12 @@ __device__ __forceinline__ void tile(const Job& j, float (&red)[kWarps][kRW][kRo
 #pragma unroll
         for (int r = 0; r < kRW; ++r) {
           s[r] = S[r] = 1.0f;
-          if constexpr (F == kF8 || F == kF4) {
-            s[r] = scale_at<F>(*wm[r], srow[r], k0);
-            S[r] = s[r] * (F == kF8 ? 0x1p120f : 0x1p126f);
-            exact |= fabsf(S[r]) == INFINITY && fabsf(s[r]) != INFINITY;  // s * 2^120 overflowed
-          }
           if constexpr (F == kF8) {
-            uint32_t nan = 0;  // any 0x7f / 0xff code (NaN in e4m3fn)
-#pragma unroll
-            for (int i = 0; i < 4; ++i) nan |= __vcmpeq4(word_of(raw[r], i) & 0x7f7f7f7fu, 0x7f7f7f7fu);
-            exact |= nan != 0;
+            s[r] = S[r] = scale_at<F>(*wm[r], srow[r], k0, bshift[r]);
+          } else if constexpr (F == kF4) {
+            s[r] = scale_at<F>(*wm[r], srow[r], k0, 0);
+            S[r] = s[r] * 0x1p126f;
+            exact |= fabsf(S[r]) == INFINITY && fabsf(s[r]) != INFINITY;  // s * 2^126 overflowed
           }
         }
         if (!exact)
@@ -292,18 +295,25 @@ __device__ __forceinline__ void tile(const Job& j, float (&red)[kWarps][kRW][kRo
 }
 
 // Runs the tile with the smallest row template that holds the chunk (the arithmetic is the same).
-template <int F, bool kSwiglu>
+// kMaxRows 2: a kernel for chunks of 1-2 rows only (decode at batch 1-2), which holds fewer
+// registers than one that also inlines the 4- and 8-row tiles.
+template <int F, bool kSwiglu, int kMaxRows>
 __device__ __forceinline__ void run(const Job& j) {
+  static_assert(kMaxRows == 2 || kMaxRows == kRows, "1-2 row kernels or all row counts");
   __shared__ float red[kWarps][kRW][kRows];
   const int64_t n = j.re - j.rb;
-  if (n <= 1)
+  if (n <= 1) {
     tile<F, kSwiglu, 1>(j, red);
-  else if (n <= 2)
+  } else if constexpr (kMaxRows <= 2) {
     tile<F, kSwiglu, 2>(j, red);
-  else if (n <= 4)
-    tile<F, kSwiglu, 4>(j, red);
-  else
-    tile<F, kSwiglu, 8>(j, red);
+  } else {
+    if (n <= 2)
+      tile<F, kSwiglu, 2>(j, red);
+    else if (n <= 4)
+      tile<F, kSwiglu, 4>(j, red);
+    else
+      tile<F, kSwiglu, 8>(j, red);
+  }
 }
 
 // Outputs per CTA under split ks.
