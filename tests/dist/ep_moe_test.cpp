@@ -6,6 +6,8 @@
 
 #include <cmath>
 #include <cstring>
+#include <numeric>
+#include <ostream>
 #include <random>
 #include <string>
 #include <thread>
@@ -91,6 +93,8 @@ struct Case {
   std::string dir;
   int64_t max_len;
 };
+
+void PrintTo(const Case& c, std::ostream* os) { *os << c.dir; }
 
 class ExpertParallel : public ::testing::TestWithParam<Case> {};
 
