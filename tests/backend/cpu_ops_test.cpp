@@ -10,15 +10,13 @@
 
 #include "backend/backend.h"
 #include "backend/cpu/ops.h"
+#include "testing/random_seed.h"
 
 namespace deepinfer::cpu {
 namespace {
 
 // Fresh seed per test unless DEEPINFER_TEST_SEED replays one; SCOPED_TRACE puts it in every failure.
-uint32_t test_seed() {
-  if (const char* s = std::getenv("DEEPINFER_TEST_SEED")) return static_cast<uint32_t>(std::strtoul(s, nullptr, 10));
-  return std::random_device{}();
-}
+using testing_util::test_seed;
 
 std::vector<float> random_floats(size_t n, std::mt19937& rng, float scale = 1.0f) {
   std::normal_distribution<float> dist(0.0f, scale);

@@ -14,6 +14,7 @@
 
 #include "dist/ep_moe.h"
 #include "model/model.h"
+#include "testing/random_seed.h"
 
 namespace deepinfer::dist {
 namespace {
@@ -21,14 +22,8 @@ namespace {
 const std::string kData = DEEPINFER_TEST_DATA_DIR;
 const std::string kModels = DEEPINFER_MODELS_DIR;
 
-uint32_t test_seed() {
-  if (const char* s = std::getenv("DEEPINFER_TEST_SEED")) return static_cast<uint32_t>(std::strtoul(s, nullptr, 10));
-  return std::random_device{}();
-}
-
-int32_t argmax(std::span<const float> row) {
-  return static_cast<int32_t>(std::max_element(row.begin(), row.end()) - row.begin());
-}
+using testing_util::argmax;
+using testing_util::test_seed;
 
 struct Work {
   std::vector<int32_t> prompt;
