@@ -12,6 +12,10 @@ root=$(pwd)
 out=${OUT:-/tmp/deepinfer-gpu}
 mkdir -p "$out"
 export LD_LIBRARY_PATH="$root/.gpu/lib:${LD_LIBRARY_PATH:-}"
+# NCCL (test_dist_nccl) is not carried (218 MB): the image's, from PyTorch's nvidia-nccl wheel.
+nccl_dir=$(python3 -c "import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], 'lib'))" 2>/dev/null)
+[ -n "$nccl_dir" ] && export LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$nccl_dir"
+echo "NCCL from ${nccl_dir:-nowhere (test_dist_nccl will fail to start)}"
 # The test binaries look for tests/data and models/ where they were built (/work/main).
 if [ "$root" != /work/main ] && [ ! -e /work/main ]; then mkdir -p /work && ln -s "$root" /work/main; fi
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$out/gpu.txt"
@@ -38,6 +42,8 @@ run engine_cuda env DEEPINFER_DEVICE=cuda .gpu/test_engine --gtest_filter='-LLMA
 # Expert parallelism over the in-process transport with every rank's model on the GPU (ranks as
 # threads sharing it): EP = 2 and 4 against one rank, bit for bit.
 run ep_cuda env DEEPINFER_DEVICE=cuda .gpu/test_dist --gtest_filter='V4/ExpertParallel.*'
+# The NCCL transport on one GPU: its collectives, and EP through it = the plain forward.
+run nccl_cuda env DEEPINFER_DEVICE=cuda .gpu/test_dist_nccl
 for device in cpu cuda; do
   run "generate_$device" .gpu/deepinfer generate --model models/kjv-tiny-v4 --device "$device" \
     --prompt "Psalms 23:1 The LORD is my shepherd; I" --max-tokens 48 --temperature 0 --print-ids
