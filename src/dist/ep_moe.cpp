@@ -11,6 +11,7 @@ namespace {
 
 template <typename T>
 void append(Bytes& b, const T* p, size_t n) {
+  if (n == 0) return;  // memcpy's pointers must be valid even for 0 bytes (an empty vector's are null)
   const size_t at = b.size();
   b.resize(at + n * sizeof(T));
   std::memcpy(b.data() + at, p, n * sizeof(T));
