@@ -117,7 +117,8 @@ for t in "${selected[@]}"; do
       for f in "$corpora/$name"/*; do
         [ -f "$f" ] || continue
         sum=$(sha1sum "$f" | cut -d' ' -f1)
-        [ -f "$merged/$sum" ] && mv "$merged/$sum" "$merged/$(basename "$f")"
+        # (seeds from an earlier merge already carry their SHA-1 as their name)
+        if [ -f "$merged/$sum" ] && [ "$sum" != "$(basename "$f")" ]; then mv "$merged/$sum" "$merged/$(basename "$f")"; fi
       done
     fi
     before=$(find "$corpora/$name" -type f 2> /dev/null | wc -l)
