@@ -438,4 +438,15 @@ inline void ref_softmax(std::vector<double>& v) {
   for (double& x : v) x /= sum;
 }
 
+// A SwiGLU expert's three matrices (BF16, or FP8 / FP4 with E8M0 scales), for the MoE tests.
+struct ExpertWeights {
+  StoredWeight w1, w2, w3;
+  backend::SwigluExpert view() const { return {&w1.w, &w2.w, &w3.w}; }
+};
+
+inline ExpertWeights make_expert(std::mt19937_64& rng, DType dtype, int64_t I, int64_t D) {
+  const Scales s = dtype == DType::BF16 ? Scales::None : Scales::E8M0Blocks;
+  return {make_weight(rng, dtype, I, D, s, 32), make_weight(rng, dtype, D, I, s, 32), make_weight(rng, dtype, I, D, s, 32)};
+}
+
 }  // namespace deepinfer::backend_ops_test
