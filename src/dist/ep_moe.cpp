@@ -17,6 +17,12 @@ void append(Bytes& b, const T* p, size_t n) {
   std::memcpy(b.data() + at, p, n * sizeof(T));
 }
 
+// b with room for `bytes` on `alloc` (kept across calls: no allocation per MoE layer once sizes settle).
+void* reserve(Buffer& b, size_t bytes, Allocator& alloc) {
+  if (b.size() < bytes || b.allocator() != &alloc) b = Buffer(bytes, alloc);
+  return b.data();
+}
+
 }  // namespace
 
 ExpertParallelMoe::ExpertParallelMoe(EpTransport& transport, ExpertPlacement placement, int64_t load_window_steps)
@@ -86,14 +92,15 @@ void ExpertParallelMoe::moe_experts(backend::Backend& be, int64_t layer, const b
     if (R > 0) {
       // On the backend's memory: the rows in, the results out (host memory on the CPU backend).
       Allocator& alloc = be.allocator();
-      Buffer dx(rows_x.size() * sizeof(float), alloc), de(rows_e.size() * sizeof(int32_t), alloc),
-          dy(rows_y.size() * sizeof(float), alloc);
-      be.copy_to_backend(dx.data(), rows_x.data(), rows_x.size() * sizeof(float));
-      be.copy_to_backend(de.data(), rows_e.data(), rows_e.size() * sizeof(int32_t));
-      be.moe_expert_rows(w, TensorView::contiguous(dx.data(), DType::F32, {R, D}, be.device()),
-                         TensorView::contiguous(de.data(), DType::I32, {R}, be.device()),
-                         TensorView::contiguous(dy.data(), DType::F32, {R, D}, be.device()));
-      be.copy_to_host(rows_y.data(), dy.data(), rows_y.size() * sizeof(float));
+      void* dx = reserve(rows_x_, rows_x.size() * sizeof(float), alloc);
+      void* de = reserve(rows_e_, rows_e.size() * sizeof(int32_t), alloc);
+      void* dy = reserve(rows_y_, rows_y.size() * sizeof(float), alloc);
+      be.copy_to_backend(dx, rows_x.data(), rows_x.size() * sizeof(float));
+      be.copy_to_backend(de, rows_e.data(), rows_e.size() * sizeof(int32_t));
+      be.moe_expert_rows(w, TensorView::contiguous(dx, DType::F32, {R, D}, be.device()),
+                         TensorView::contiguous(de, DType::I32, {R}, be.device()),
+                         TensorView::contiguous(dy, DType::F32, {R, D}, be.device()));
+      be.copy_to_host(rows_y.data(), dy, rows_y.size() * sizeof(float));
     }
 
     // Results back to the rows' ranks, in the order they came.
@@ -120,11 +127,12 @@ void ExpertParallelMoe::moe_experts(backend::Backend& be, int64_t layer, const b
       row_of[static_cast<size_t>(i)] = static_cast<int32_t>(i);
     }
     Allocator& alloc = be.allocator();
-    Buffer dy(y.size() * sizeof(float), alloc), dr(row_of.size() * sizeof(int32_t), alloc);
-    be.copy_to_backend(dy.data(), y.data(), y.size() * sizeof(float));
-    be.copy_to_backend(dr.data(), row_of.data(), row_of.size() * sizeof(int32_t));
-    be.moe_combine(TensorView::contiguous(dy.data(), DType::F32, {T * K, D}, be.device()),
-                   TensorView::contiguous(dr.data(), DType::I32, {T, K}, be.device()), experts, weights, out);
+    void* dy = reserve(combine_y_, y.size() * sizeof(float), alloc);
+    void* dr = reserve(combine_rows_, row_of.size() * sizeof(int32_t), alloc);
+    be.copy_to_backend(dy, y.data(), y.size() * sizeof(float));
+    be.copy_to_backend(dr, row_of.data(), row_of.size() * sizeof(int32_t));
+    be.moe_combine(TensorView::contiguous(dy, DType::F32, {T * K, D}, be.device()),
+                   TensorView::contiguous(dr, DType::I32, {T, K}, be.device()), experts, weights, out);
   } catch (const std::exception& e) {
     transport_.abort(e.what());
     throw;

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <memory>
 
+#include "core/buffer.h"
 #include "dist/ep_transport.h"
 #include "dist/eplb.h"
 #include "dist/expert_load.h"
@@ -50,6 +51,8 @@ class ExpertParallelMoe final : public model::MoeExecutor {
   ExpertPlacement placement_;
   ExpertLoadWindow load_;
   ExpertParallelStats stats_;
+  // The backend-side copies of the served rows and of the results to combine.
+  Buffer rows_x_, rows_e_, rows_y_, combine_y_, combine_rows_;
 };
 
 }  // namespace deepinfer::dist
