@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <string>
@@ -37,6 +38,17 @@ TEST(NcclTransport, OneRankCollectivesReturnWhatWasSent) {
     EXPECT_EQ(t->all_gather(b)[0], b);
   }
   t->barrier();
+}
+
+TEST(NcclTransport, FromTheEnvironmentOnOneRank) {
+  // WORLD_SIZE unset: one rank, no rendezvous; the bootstrap's TCP part is tests/dist/rendezvous_test.cpp.
+  ::unsetenv("WORLD_SIZE");
+  ::unsetenv("RANK");
+  auto t = make_nccl_transport_from_env();
+  EXPECT_EQ(t->world_size(), 1);
+  EXPECT_EQ(t->rank(), 0);
+  const Bytes b{std::byte{1}, std::byte{2}, std::byte{3}};
+  EXPECT_EQ(t->all_gather(b)[0], b);
 }
 
 // Three prompts in one batch, then decode steps, with and without the executor.

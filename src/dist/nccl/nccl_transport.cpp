@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "dist/rendezvous.h"
 
 namespace deepinfer::dist {
 
@@ -163,6 +164,12 @@ std::string nccl_unique_id() {
 
 std::unique_ptr<EpTransport> make_nccl_transport(int rank, int world, const std::string& unique_id) {
   return std::make_unique<NcclTransport>(rank, world, unique_id);
+}
+
+std::unique_ptr<EpTransport> make_nccl_transport_from_env() {
+  const RendezvousConfig config = rendezvous_config_from_env();
+  const std::string id = rendezvous(config, config.rank == 0 ? nccl_unique_id() : std::string());
+  return make_nccl_transport(config.rank, config.world, id);
 }
 
 }  // namespace deepinfer::dist

@@ -6,7 +6,7 @@
 // fixed padded sizes (CUDA-graph safe) is the next step (docs/distributed.md).
 //
 // Initialisation blocks until every rank has joined: the bootstrap that hands out the unique id
-// (not built yet) is where a missing peer is named after a timeout.
+// (dist/rendezvous.h) is where a missing peer is named after a timeout, before NCCL starts.
 #include <memory>
 #include <string>
 
@@ -20,5 +20,10 @@ std::string nccl_unique_id();
 
 // Rank `rank` of `world`, on the current CUDA device. Fails with one line when NCCL is not usable.
 std::unique_ptr<EpTransport> make_nccl_transport(int rank, int world, const std::string& unique_id);
+
+// The process-group bootstrap: RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT (torch's names;
+// dist/rendezvous.h) give this process its rank; rank 0 makes the unique id and the TCP rendezvous
+// hands it to the others, failing with the missing ranks named after DEEPINFER_RENDEZVOUS_TIMEOUT_S.
+std::unique_ptr<EpTransport> make_nccl_transport_from_env();
 
 }  // namespace deepinfer::dist
