@@ -75,11 +75,11 @@ else
   # serve_load_test sends 200 requests here, not 1,000 (DEEPINFER_LOAD_TEST_REQUESTS above): the
   # TSan server manages ~2.5 requests/s on 2 busy cores, so 1,000 cannot finish in its 400 s.
   cmake --build "$dir" -j "$jobs" --target deepinfer test_core test_engine test_structured test_sampling \
-    test_tokenizer test_serve test_dist
+    test_tokenizer test_serve test_dist test_dp
   include='^(ThreadPool\.|SchedulerTest\.|SchedulerLimits\.|LLMEngine\.|GenerationStream\.|LLMApi\.'
   include+='|EngineSampling\.|Matcher\.|GrammarCompiler\.|GrammarLogitsProcessor\.|GuidedDecoding\.'
   include+='|GuidedDecodingKjv\.|Tokenizer\.Concurrent|OpenAIRequest\.|Metrics\.|serve_'
-  include+='|EpTransport\.|V4/ExpertParallel\.|Rendezvous\.)'
+  include+='|EpTransport\.|V4/ExpertParallel\.|Rendezvous\.|DataParallelEngine\.)'
   status=0
   ctest --test-dir "$dir" --output-on-failure -j "$jobs" -R "$include" "$@" || status=$?
 fi

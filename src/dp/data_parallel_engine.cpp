@@ -1,0 +1,171 @@
+#include "dp/data_parallel_engine.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+#include "dist/expert_placement.h"
+
+namespace deepinfer::dp {
+
+DataParallelEngine::DataParallelEngine(std::vector<std::unique_ptr<model::CausalLM>> models,
+                                       const Tokenizer* tokenizer, DataParallelOptions options)
+    : options_(std::move(options)) {
+  const int n = static_cast<int>(models.size());
+  DEEPINFER_CHECK(n >= 1, "data parallelism needs at least one rank's model");
+  const auto& cfg = models[0]->config();
+  DEEPINFER_CHECK(cfg.n_routed_experts > 0, "data parallelism with expert parallelism needs an MoE model");
+  for (const auto& m : models)
+    DEEPINFER_CHECK(m && m->config().num_hidden_layers == cfg.num_hidden_layers &&
+                        m->config().n_routed_experts == cfg.n_routed_experts && m->vocab_size() == cfg.vocab_size,
+                    "data parallelism: every rank must load the same checkpoint");
+  DEEPINFER_CHECK(options_.rebalance_every >= 0 && options_.rebalance_slots >= 0,
+                  "rebalance_every and rebalance_slots must be >= 0");
+  hub_ = std::make_unique<dist::LocalHub>(n, options_.timeout);
+  for (int i = 0; i < n; ++i) {
+    auto r = std::make_unique<Rank>();
+    r->model = std::move(models[static_cast<size_t>(i)]);
+    r->transport = hub_->transport(i);
+    r->ep = std::make_unique<dist::ExpertParallelMoe>(
+        *r->transport, dist::uniform_placement(cfg.num_hidden_layers, cfg.n_routed_experts, n),
+        options_.load_window_steps);
+    r->model->set_moe_executor(r->ep.get());
+    engine::EngineOptions eo = options_.engine;
+    if (eo.seed) *eo.seed += static_cast<uint64_t>(i) * 0x9e3779b97f4a7c15ull;  // ranks' derived seeds differ
+    r->engine = std::make_unique<engine::LLMEngine>(*r->model, tokenizer, eo);
+    ranks_.push_back(std::move(r));
+  }
+  for (auto& r : ranks_) r->thread = std::thread([this, rp = r.get()] { rank_loop(*rp); });
+}
+
+DataParallelEngine::~DataParallelEngine() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  for (auto& r : ranks_)
+    if (r->thread.joinable()) r->thread.join();
+  for (auto& r : ranks_) r->model->set_moe_executor(nullptr);
+}
+
+uint64_t DataParallelEngine::add_request(std::vector<int32_t> prompt, engine::RequestParams params) {
+  DEEPINFER_CHECK(failed_.empty(), "the data-parallel engine stopped: {}", failed_);
+  int best = 0;
+  for (int i = 1; i < data_parallel_size(); ++i)
+    if (ranks_[static_cast<size_t>(i)]->live.size() < ranks_[static_cast<size_t>(best)]->live.size()) best = i;
+  Rank& r = *ranks_[static_cast<size_t>(best)];
+  const int64_t n = std::max<int64_t>(1, params.sampling.n);
+  const uint64_t local = r.engine->add_request(std::move(prompt), std::move(params));  // throws: nothing placed
+  const uint64_t id = next_id_++;
+  r.live[local] = {id, n};
+  where_[id] = {best, local};
+  ++r.stats.requests;
+  return id;
+}
+
+bool DataParallelEngine::abort(uint64_t id) {
+  const auto it = where_.find(id);
+  if (it == where_.end()) return false;
+  Rank& r = *ranks_[static_cast<size_t>(it->second.first)];
+  const bool done = r.engine->abort(it->second.second);
+  r.live.erase(it->second.second);
+  where_.erase(it);
+  return done;
+}
+
+bool DataParallelEngine::has_unfinished() const {
+  return std::any_of(ranks_.begin(), ranks_.end(), [](const auto& r) { return r->engine->has_unfinished(); });
+}
+
+int DataParallelEngine::rank_of(uint64_t id) const {
+  const auto it = where_.find(id);
+  return it == where_.end() ? -1 : it->second.first;
+}
+
+RankStats DataParallelEngine::rank_stats(int rank) const {
+  DEEPINFER_CHECK(rank >= 0 && rank < data_parallel_size(), "rank {} of {}", rank, data_parallel_size());
+  RankStats s = ranks_[static_cast<size_t>(rank)]->stats;
+  s.ep = ranks_[static_cast<size_t>(rank)]->ep->stats();
+  return s;
+}
+
+const dist::ExpertPlacement& DataParallelEngine::placement() const { return ranks_[0]->ep->placement(); }
+
+std::vector<engine::RequestDelta> DataParallelEngine::step() {
+  DEEPINFER_CHECK(failed_.empty(), "the data-parallel engine stopped: {}", failed_);
+  if (!has_unfinished()) return {};
+  ++steps_;
+  {
+    std::unique_lock<std::mutex> lock(mutex_);
+    done_ = 0;
+    ++generation_;
+    cv_.notify_all();
+    cv_.wait(lock, [&] { return done_ == data_parallel_size(); });
+  }
+  // The first rank that failed on its own (the others fail on its abort, naming it).
+  for (auto& r : ranks_)
+    if (r->error) {
+      try {
+        std::rethrow_exception(r->error);
+      } catch (const std::exception& e) {
+        failed_ = e.what();
+      }
+      break;
+    }
+  DEEPINFER_CHECK(failed_.empty(), "data-parallel step {}: {}", steps_, failed_);
+  std::vector<engine::RequestDelta> out;
+  for (auto& r : ranks_)
+    for (auto& d : r->deltas) {
+      const auto it = r->live.find(d.id);
+      DEEPINFER_CHECK(it != r->live.end(), "internal error: a delta for unknown request {} of a rank", d.id);
+      const uint64_t local = d.id;
+      d.id = it->second.global_id;
+      if (d.finished && --it->second.completions_left == 0) {
+        where_.erase(d.id);
+        r->live.erase(local);
+      }
+      out.push_back(std::move(d));
+    }
+  return out;
+}
+
+void DataParallelEngine::rank_loop(Rank& r) {
+  uint64_t seen = 0;
+  while (true) {
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      cv_.wait(lock, [&] { return stopping_ || generation_ != seen; });
+      if (stopping_) return;
+      seen = generation_;
+    }
+    rank_step(r);
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      ++done_;
+    }
+    cv_.notify_all();
+  }
+}
+
+void DataParallelEngine::rank_step(Rank& r) {
+  r.deltas.clear();
+  try {
+    // Exactly one forward (an engine step runs one when it has work) or one idle step: every rank
+    // calls the MoE layers' collectives the same number of times.
+    if (r.engine->has_unfinished()) {
+      r.deltas = r.engine->step();
+      ++r.stats.busy_steps;
+    } else {
+      r.model->moe_idle_step();
+      ++r.stats.idle_steps;
+    }
+    r.ep->end_step();
+    if (options_.rebalance_every > 0 && steps_ % options_.rebalance_every == 0)
+      r.ep->rebalance(options_.rebalance_slots > 0 ? options_.rebalance_slots : r.ep->placement().slots);
+  } catch (const std::exception& e) {
+    r.error = std::current_exception();
+    r.transport->abort(e.what());
+  }
+}
+
+}  // namespace deepinfer::dp

@@ -1,0 +1,101 @@
+#pragma once
+// Attention data parallelism with MoE expert parallelism, the way DeepSeek serves V4: N ranks, each
+// with its own model instance, LLMEngine (scheduler, state pool, prefix cache) and share of the
+// routed experts (dist::ExpertParallelMoe over one EpTransport end). A request goes to the rank with
+// the fewest unfinished requests and stays there. Every step(), all ranks step in lockstep: a rank
+// with work runs its engine's step (one forward, whose MoE layers exchange rows with the other
+// ranks), a rank without runs CausalLM::moe_idle_step so it still serves its experts. Every
+// `rebalance_every` steps the ranks re-plan expert placement from their load windows (EPLB).
+//
+// Ranks are threads of this process over dist::LocalHub here (the CPU backend in CI; one GPU per
+// rank needs one process per GPU with the NCCL transport, dist/nccl/nccl_transport.h).
+#include <condition_variable>
+#include <cstdint>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "dist/ep_moe.h"
+#include "dist/ep_transport.h"
+#include "engine/llm_engine.h"
+
+namespace deepinfer::dp {
+
+struct DataParallelOptions {
+  engine::EngineOptions engine;  // for every rank's engine
+  int64_t rebalance_every = 0;   // steps between EPLB rebalances; 0: never
+  int64_t rebalance_slots = 0;   // physical expert slots per layer after a rebalance; 0: the starting count
+  int64_t load_window_steps = 64;
+  std::chrono::milliseconds timeout = std::chrono::seconds(300);  // a rank missing a collective
+};
+
+struct RankStats {
+  int64_t requests = 0;     // requests placed on the rank
+  int64_t busy_steps = 0;   // steps it ran its engine
+  int64_t idle_steps = 0;   // steps it only served its experts
+  dist::ExpertParallelStats ep;
+};
+
+class DataParallelEngine {
+ public:
+  // models[r] is rank r's model (the same checkpoint on each; DeepSeek-V4). `tokenizer` may be null.
+  DataParallelEngine(std::vector<std::unique_ptr<model::CausalLM>> models, const Tokenizer* tokenizer,
+                     DataParallelOptions options = {});
+  ~DataParallelEngine();
+  DataParallelEngine(const DataParallelEngine&) = delete;
+  DataParallelEngine& operator=(const DataParallelEngine&) = delete;
+
+  int data_parallel_size() const { return static_cast<int>(ranks_.size()); }
+  // As LLMEngine::add_request, on the least loaded rank (lowest rank of equals); returns an id of
+  // this engine (ranks' own ids are not exposed).
+  uint64_t add_request(std::vector<int32_t> prompt, engine::RequestParams params);
+  bool abort(uint64_t id);
+  // One lockstep step of every rank (none when no rank has work); the deltas of all ranks, rank 0's
+  // first, with this engine's ids. A rank's failure stops the others and is rethrown here.
+  std::vector<engine::RequestDelta> step();
+  bool has_unfinished() const;
+
+  int rank_of(uint64_t id) const;
+  RankStats rank_stats(int rank) const;
+  const dist::ExpertPlacement& placement() const;  // rank 0's (every rank holds the same)
+  const engine::LLMEngine& rank_engine(int rank) const { return *ranks_[static_cast<size_t>(rank)]->engine; }
+
+ private:
+  struct Rank {
+    std::unique_ptr<model::CausalLM> model;
+    std::unique_ptr<dist::EpTransport> transport;
+    std::unique_ptr<dist::ExpertParallelMoe> ep;
+    std::unique_ptr<engine::LLMEngine> engine;
+    struct Live {
+      uint64_t global_id = 0;
+      int64_t completions_left = 0;  // sampling.n, counted down by finished deltas
+    };
+    std::unordered_map<uint64_t, Live> live;  // by the rank engine's id
+    std::vector<engine::RequestDelta> deltas;         // of the last step
+    std::exception_ptr error;
+    RankStats stats;
+    std::thread thread;
+  };
+  void rank_loop(Rank& r);
+  void rank_step(Rank& r);
+
+  DataParallelOptions options_;
+  std::unique_ptr<dist::LocalHub> hub_;
+  std::vector<std::unique_ptr<Rank>> ranks_;
+  std::unordered_map<uint64_t, std::pair<int, uint64_t>> where_;  // global id -> (rank, rank's id)
+  uint64_t next_id_ = 1;
+  std::string failed_;  // set once a rank failed: the engine is unusable
+  int64_t steps_ = 0;
+  // The step handshake: the caller bumps generation_; each rank steps once and counts itself done.
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  uint64_t generation_ = 0;
+  int done_ = 0;
+  bool stopping_ = false;
+};
+
+}  // namespace deepinfer::dp
