@@ -235,6 +235,57 @@ TEST_P(BackendOps, MoeExpertsSwigluWithClampsAndSharedExpert) {
   }
 }
 
+// Decode-sized calls (1-2 tokens) whose gate / up GEMM has more jobs than the CUDA device holds
+// at once (3 experts x 128 column tiles of 16 outputs, 2,048 intermediate rows): the streaming
+// kernel walks several jobs per CTA. D and I are whole 1024-column FP4 slabs, as in V4-Flash.
+// Against the reference, and bit for bit against the same
+// tokens in a batch of 9 (more rows than 2 per expert: the many-row tiles).
+TEST_P(BackendOps, MoeExpertsDecodeManyJobsPerCta) {
+  const int64_t D = 1024, I = 2048, E = 4, K = 3, B = 9;
+  for (auto [routed_dtype, shared_dtype] : {std::pair{DType::F4_E2M1, DType::F8_E4M3}}) {  // as released
+    auto& experts = keep(std::vector<ExpertWeights>{});
+    for (int64_t e = 0; e < E; ++e) experts.push_back(make_expert(rng, routed_dtype, I, D));
+    const ExpertWeights& shared = keep(make_expert(rng, shared_dtype, I, D));
+    std::vector<backend::SwigluExpert> views;
+    for (const auto& e : experts) views.push_back(e.view());
+    const float limit = 10.0f;
+    backend::MoeWeights mw{views, shared.view(), limit};
+    const auto x = randoms(static_cast<size_t>(B * D));
+    std::vector<int32_t> chosen(static_cast<size_t>(B * K));
+    for (int64_t t = 0; t < B; ++t) {
+      chosen[t * K] = static_cast<int32_t>(t % E);
+      for (int64_t k = 1; k < K; ++k)  // K distinct experts: offsets 1 .. K - 1 from the first
+        chosen[t * K + k] = static_cast<int32_t>((t + k) % E);
+    }
+    const auto weights = randoms(static_cast<size_t>(B * K));
+    auto run = [&](int64_t t0, int64_t T) {
+      const auto dx = on_device(std::vector<float>(x.begin() + t0 * D, x.begin() + (t0 + T) * D));
+      const auto dc = on_device(std::vector<int32_t>(chosen.begin() + t0 * K, chosen.begin() + (t0 + T) * K));
+      const auto dw = on_device(std::vector<float>(weights.begin() + t0 * K, weights.begin() + (t0 + T) * K));
+      auto out = nan_output(static_cast<size_t>(T * D));
+      be->moe_experts(mw, dx.view({T, D}), dc.view({T, K}), dw.view({T, K}), out.view({T, D}));
+      return out.download();
+    };
+    const auto all = run(0, B);
+    for (int64_t T : {1, 2}) {
+      const int64_t t0 = 3;
+      const auto got = run(t0, T);
+      std::vector<double> want(got.size());
+      for (int64_t t = 0; t < T; ++t) {
+        auto row = ref_swiglu(shared, x.data() + (t0 + t) * D, D, limit);
+        for (int64_t k = 0; k < K; ++k) {
+          const auto y = ref_swiglu(experts[static_cast<size_t>(chosen[(t0 + t) * K + k])], x.data() + (t0 + t) * D, D, limit);
+          for (int64_t d = 0; d < D; ++d) row[static_cast<size_t>(d)] += weights[(t0 + t) * K + k] * y[static_cast<size_t>(d)];
+        }
+        std::copy(row.begin(), row.end(), want.begin() + t * D);
+      }
+      const std::string label = std::string("moe_experts ") + std::string(dtype_name(routed_dtype)) + " T=" + std::to_string(T);
+      EXPECT_CLOSE(got, want, label);
+      EXPECT_TRUE(std::equal(got.begin(), got.end(), all.begin() + t0 * D)) << label << ": differs from the batch of " << B;
+    }
+  }
+}
+
 // moe_experts equals its three parts bit for bit (expert parallelism runs them on different ranks):
 // the shared expert, every routed row through its expert in a shuffled order (as rows arrive from
 // other ranks), and the combine in ascending expert id.

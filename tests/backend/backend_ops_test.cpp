@@ -84,7 +84,9 @@ TEST_P(BackendOps, LinearShapesAndKernelPaths) {
 // Scales whose product with the kernels' decode constants overflows a float, and FP8 NaN codes
 // (0x7f): the reference decodings, so a NaN weight gives NaN outputs in its row only.
 TEST_P(BackendOps, LinearLargeScalesAndNaNCodes) {
-  const int64_t rows = 40, cols = 256;
+  const int64_t rows = 40;
+  // 1024 columns: rows of whole 1024-column FP4 slabs (the V4-Flash experts' shape class).
+  for (const int64_t cols : {int64_t{256}, int64_t{1024}})
   for (const auto& [dtype, T] : {std::pair{DType::F8_E4M3, int64_t{1}}, std::pair{DType::F8_E4M3, int64_t{3}},
                                  std::pair{DType::F4_E2M1, int64_t{1}}, std::pair{DType::F4_E2M1, int64_t{3}}}) {
     StoredWeight w = make_weight(rng, dtype, rows, cols, Scales::E8M0Blocks, 32);
@@ -152,6 +154,41 @@ TEST_P(BackendOps, LinearTensorCoreShapesAndRowsAlone) {
         EXPECT_TRUE(std::equal(yr.begin(), yr.end(), got.begin() + t * rows))
             << lc.label << ": row " << t << " of " << T << " alone differs from the batch";
       }
+    }
+  }
+}
+
+// Decode (1-2 rows) on weights with more CTA jobs than the CUDA device holds at once (9,000 rows:
+// 282 jobs of 32 rows): the CUDA streaming kernel walks several jobs per CTA, loading the next
+// job's weights during this one's arithmetic. Rows must match the reference and, bit for bit, the
+// same rows computed in a batch of 5 (the many-row tile). FP4 also at 1024 columns (whole
+// 1024-column slabs, a lane chunk per 32-column scale block).
+TEST_P(BackendOps, LinearDecodeManyJobsPerCta) {
+  const LinearCase cases[] = {
+      {DType::BF16, Scales::None, 0, "BF16"},
+      {DType::F8_E4M3, Scales::E8M0Blocks, 128, "FP8 with E8M0 128x128 scales"},
+      {DType::F4_E2M1, Scales::E8M0Blocks, 32, "FP4 with E8M0 per 32"},
+  };
+  const int64_t rows = 9000, B = 5;
+  for (const int64_t cols : {int64_t{512}, int64_t{1024}})
+  for (const auto& lc : cases) {
+    if (cols == 1024 && lc.dtype != DType::F4_E2M1) continue;
+    const StoredWeight& w = keep(make_weight(rng, lc.dtype, rows, cols, lc.scales, lc.block));
+    const auto x = randoms(static_cast<size_t>(B * cols));
+    const auto dx = on_device(x);
+    auto d_all = nan_output(static_cast<size_t>(B * rows));
+    be->linear(w.w, dx.view({B, cols}), d_all.view({B, rows}));
+    const auto all = d_all.download();
+    for (int64_t T : {1, 2}) {
+      const std::vector<float> xt(x.begin() + 2 * cols, x.begin() + (2 + T) * cols);  // batch rows 2 .. 2 + T
+      const auto dxt = on_device(xt);
+      auto y = nan_output(static_cast<size_t>(T * rows));
+      be->linear(w.w, dxt.view({T, cols}), y.view({T, rows}));
+      const auto got = y.download();
+      const std::string label = std::string(lc.label) + " x " + std::to_string(cols) + " T=" + std::to_string(T);
+      EXPECT_CLOSE(got, ref_linear(w, xt, T), label);
+      EXPECT_TRUE(std::equal(got.begin(), got.end(), all.begin() + 2 * rows))
+          << label << ": the row(s) alone differ from the batch of " << B;
     }
   }
 }

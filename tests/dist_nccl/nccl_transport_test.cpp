@@ -74,7 +74,7 @@ TEST(NcclTransport, ExpertParallelOnOneRankEqualsThePlainForward) {
   const uint32_t seed = test_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));
   std::mt19937 rng(seed);
-  for (const std::string dir : {kData + "/fixtures/v4_tiny_a", kModels + "/kjv-tiny-v4"}) {
+  for (const std::string& dir : {kData + "/fixtures/v4_tiny_a", kModels + "/kjv-tiny-v4"}) {
     auto m = model::load_model(dir);  // DEEPINFER_DEVICE picks the GPU
     std::vector<std::vector<int32_t>> prompts;
     for (int i = 0; i < 3; ++i) {

@@ -5,6 +5,7 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdint>
 
 #include "backend/cuda/device_math.cuh"
@@ -47,6 +48,37 @@ __global__ void __launch_bounds__(skinny::kThreads, 2)
   skinny::run<F, false, kMaxRows>(j);
 }
 
+// Chunks of RM <= 2 rows (tokens <= 2; one token takes the 1-row path of the 2-row form), vector formats: jobs (column tile, group) streamed by a
+// grid of resident CTAs (skinny::stream), job b = group b / ct, column tile b % ct.
+template <int F, int RM>
+__global__ void __launch_bounds__(skinny::kThreads, 2)
+    linear_stream_kernel(DevMatrix w, int64_t groups, const float* x, int64_t tokens, float* y, int64_t ct, int ks,
+                         bool x_vec) {
+  __shared__ float red[skinny::kWarps][skinny::kRW][skinny::kRows];
+  const int64_t R = w.rows / groups, C = w.cols;
+  auto job = [&](int64_t b) {
+    const int64_t g = b / ct;
+    Job j;
+    j.wa = j.wb = w;
+    j.w_row0 = g * R;
+    j.o0 = (b % ct) * skinny::outs_per_cta(false, ks);
+    j.n_out = R;
+    j.K = C;
+    j.x = x + g * C;
+    j.ldx = groups * C;
+    j.row_src = nullptr;
+    j.rb = 0;
+    j.re = tokens;
+    j.y = y + g * R;
+    j.ldy = groups * R;
+    j.limit = 0.0f;
+    j.ks = ks;
+    j.x_vec = x_vec;
+    return j;
+  };
+  skinny::stream<F, false, RM>(ct * groups, job, red);
+}
+
 // grid (tiles, column tiles). ldx = K, ldy = n_out.
 template <int F, bool kSwiglu, int kMaxRows>
 __global__ void __launch_bounds__(skinny::kThreads, 2)
@@ -83,6 +115,51 @@ __global__ void __launch_bounds__(skinny::kThreads, 2)
   j.ks = ks;
   j.x_vec = x_vec;
   skinny::run<F, kSwiglu, kMaxRows>(j);
+}
+
+// The MoE GEMMs for tiles of RM <= 2 rows, vector formats: jobs (tile, column tile) streamed by a
+// grid of resident CTAs (skinny::stream), job b = tile b / ncol, column tile b % ncol; with a plan
+// (tiles), only its *tile_count tiles.
+template <int F, bool kSwiglu, int RM>
+__global__ void __launch_bounds__(skinny::kThreads, 2)
+    moe_stream_kernel(const DevMatrix* wa, const DevMatrix* wb, const MoeTile* tiles, const int32_t* tile_count,
+                      int64_t grid_tiles, int64_t identity_rows, const int32_t* row_src, const float* x, int64_t K,
+                      float* y, int64_t n_out, int64_t ncol, float limit, int ks, bool x_vec) {
+  __shared__ float red[skinny::kWarps][skinny::kRW][skinny::kRows];
+  const int64_t ntiles = tiles ? static_cast<int64_t>(*tile_count) : grid_tiles;
+  auto job = [&](int64_t b) {
+    const int64_t tile = b / ncol;
+    int e = 0;
+    int64_t rb = 0, re = 0;
+    if (tiles) {
+      const MoeTile t = tiles[tile];
+      e = t.expert;
+      rb = t.row_begin;
+      re = t.row_end;
+    } else {
+      rb = tile * kTT;
+      re = rb + kTT < identity_rows ? rb + kTT : identity_rows;
+    }
+    Job j;
+    j.wa = wa[e];
+    j.wb = kSwiglu ? wb[e] : j.wa;
+    j.w_row0 = 0;
+    j.o0 = (b % ncol) * skinny::outs_per_cta(kSwiglu, ks);
+    j.n_out = n_out;
+    j.K = K;
+    j.x = x;
+    j.ldx = K;
+    j.row_src = row_src;
+    j.rb = rb;
+    j.re = re;
+    j.y = y;
+    j.ldy = n_out;
+    j.limit = limit;
+    j.ks = ks;
+    j.x_vec = x_vec;
+    return j;
+  };
+  skinny::stream<F, kSwiglu, RM>(ntiles * ncol, job, red);
 }
 
 // ---------------------------------------------------------------- routing
@@ -281,6 +358,18 @@ __global__ void fill_kernel(float* dst, int64_t n, float value) {
   if (i < n) dst[i] = value;
 }
 
+// CTAs of the skinny kernels resident on the whole device at once (2 per SM, their launch bounds):
+// the grid of the streaming kernels.
+int64_t resident_ctas() {
+  static const int64_t n = [] {
+    int dev = 0, sms = 0;
+    cudaGetDevice(&dev);
+    cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+    return static_cast<int64_t>(sms > 0 ? sms : 1) * 2;
+  }();
+  return n;
+}
+
 bool x_vec_ok(const float* x, int64_t ld) { return reinterpret_cast<uintptr_t>(x) % 16 == 0 && ld % 4 == 0; }
 
 // Split K for a weight of `weight_rows` rows in all: from the shape alone (batch invariance).
@@ -341,7 +430,19 @@ void launch_linear(const DevMatrix& w, int64_t groups, const float* x, int64_t t
   const int64_t ct = (R + skinny::outs_per_cta(false, ks) - 1) / skinny::outs_per_cta(false, ks);
   const dim3 grid(static_cast<unsigned>(nm * ct), 1, static_cast<unsigned>(groups));
   const bool xv = x_vec_ok(x, groups * w.cols) && w.cols % 4 == 0;
-  if (tokens <= 2)
+  if (tokens <= 2 && fmt != skinny::kGeneric) {
+    const dim3 sgrid(static_cast<unsigned>(std::min<int64_t>(ct * groups, resident_ctas())));
+    switch (fmt) {
+#define DEEPINFER_LINEAR(F) \
+  case F: linear_stream_kernel<F, 2><<<sgrid, skinny::kThreads>>>(w, groups, x, tokens, y, ct, ks, xv); break;
+      DEEPINFER_LINEAR(skinny::kF32)
+      DEEPINFER_LINEAR(skinny::kF16)
+      DEEPINFER_LINEAR(skinny::kBF16)
+      DEEPINFER_LINEAR(skinny::kF8)
+      DEEPINFER_LINEAR(skinny::kF4)
+#undef DEEPINFER_LINEAR
+    }
+  } else if (tokens <= 2)
     launch_linear_rows<2>(fmt, grid, w, groups, x, tokens, y, nm, ks, xv);
   else
     launch_linear_rows<skinny::kRows>(fmt, grid, w, groups, x, tokens, y, nm, ks, xv);
@@ -359,6 +460,25 @@ void launch_moe_gemm(int fmt, const DevMatrix* wa, const DevMatrix* wb, const Mo
   const int outs = skinny::outs_per_cta(kSwiglu, ks);
   const dim3 grid(static_cast<unsigned>(grid_tiles), static_cast<unsigned>((n_out + outs - 1) / outs));
   const bool xv = x_vec_ok(x, K);
+  if (kMaxRows <= 2 && fmt != skinny::kGeneric) {  // tiles of 1-2 rows: the streaming form
+    const int64_t ncol = grid.y;
+    const dim3 sgrid(static_cast<unsigned>(std::min<int64_t>(grid_tiles * ncol, resident_ctas())));
+    switch (fmt) {
+#define DEEPINFER_MOE(F)                                                                                          \
+  case F:                                                                                                         \
+    moe_stream_kernel<F, kSwiglu, 2><<<sgrid, skinny::kThreads>>>(wa, wb, tiles, tile_count, grid_tiles,          \
+                                                                  identity_rows, row_src, x, K, y, n_out, ncol,   \
+                                                                  limit, ks, xv);                                 \
+    break;
+      DEEPINFER_MOE(skinny::kF32)
+      DEEPINFER_MOE(skinny::kF16)
+      DEEPINFER_MOE(skinny::kBF16)
+      DEEPINFER_MOE(skinny::kF8)
+      DEEPINFER_MOE(skinny::kF4)
+#undef DEEPINFER_MOE
+    }
+    return;
+  }
   switch (fmt) {
 #define DEEPINFER_MOE(F)                                                                                          \
   case F:                                                                                                         \

@@ -122,15 +122,16 @@ __device__ __forceinline__ float4 load_x4(const float* p, bool vec) {
 }
 
 // Elements 4q .. 4q+3 of the lane chunk at k0: acc[r][m] += w[r] . x[m].
+// xk: the column of the quad's first element.
 template <int F, int RM, bool kExact>
 __device__ __forceinline__ void quad_fma(const uint4* raw, const float* s, const float* S, const float* const* xr,
-                                         int64_t k0, bool x_vec, int q, float (&acc)[kRW][RM]) {
+                                         int64_t xk, bool x_vec, int q, float (&acc)[kRW][RM]) {
   float w[kRW][4];
 #pragma unroll
   for (int r = 0; r < kRW; ++r) decode4<F, kExact>(raw[r], q, s[r], S[r], w[r]);
 #pragma unroll
   for (int m = 0; m < RM; ++m) {
-    const float4 xv = load_x4(xr[m] + k0 + 4 * q, x_vec);
+    const float4 xv = load_x4(xr[m] + xk, x_vec);
 #pragma unroll
     for (int r = 0; r < kRW; ++r) {
       acc[r][m] = fmaf(xv.x, w[r][0], acc[r][m]);
@@ -151,14 +152,133 @@ __device__ __forceinline__ void chunk_fma(const uint4* raw, const float* s, cons
   constexpr int CH = chunk_elems(F);
   if constexpr (RM <= 2) {
 #pragma unroll
-    for (int q = 0; q < CH / 4; ++q) quad_fma<F, RM, kExact>(raw, s, S, xr, k0, x_vec, q, acc);
+    for (int q = 0; q < CH / 4; ++q) quad_fma<F, RM, kExact>(raw, s, S, xr, k0 + 4 * q, x_vec, q, acc);
   } else {
 #pragma unroll 1
-    for (int q = 0; q < CH / 4; ++q) quad_fma<F, RM, kExact>(raw, s, S, xr, k0, x_vec, q, acc);
+    for (int q = 0; q < CH / 4; ++q) quad_fma<F, RM, kExact>(raw, s, S, xr, k0 + 4 * q, x_vec, q, acc);
   }
 }
 
 __device__ __forceinline__ float silu_f(float x) { return x * (1.0f / (1.0f + expf(-x))); }
+
+// Lanes: a fixed butterfly (every lane ends with the same sum).
+template <int RM>
+__device__ __forceinline__ void lane_sums(float (&acc)[kRW][RM]) {
+#pragma unroll
+  for (int r = 0; r < kRW; ++r)
+#pragma unroll
+    for (int m = 0; m < RM; ++m) {
+      float v = acc[r][m];
+#pragma unroll
+      for (int d = 16; d >= 1; d >>= 1) v += __shfl_xor_sync(0xffffffffu, v, d);
+      acc[r][m] = v;
+    }
+}
+
+// The epilogue of output oi (of the CTA's) for row m of the chunk: v the sum of its weight row,
+// u that of its up row under SwiGLU.
+template <bool kSwiglu>
+__device__ __forceinline__ void store_out(const Job& j, int oi, int m, float v, float u) {
+  const int64_t row = j.rb + m, o = j.o0 + oi;
+  if (row >= j.re || o >= j.n_out) return;
+  if constexpr (kSwiglu) {
+    const float gl = j.limit < v ? j.limit : v;                               // std::min(g, limit)
+    const float uc = u < -j.limit ? -j.limit : (j.limit < u ? j.limit : u);  // std::clamp(u, -limit, limit)
+    v = silu_f(gl) * uc;
+  }
+  j.y[row * j.ldy + o] = v;
+}
+
+// After the slabs: lane sums, split-K partials added in ascending order through shared memory,
+// then the epilogue, one thread per (output, row).
+template <bool kSwiglu, int RM>
+__device__ __forceinline__ void finish(const Job& j, float (&acc)[kRW][RM], float (&red)[kWarps][kRW][kRows]) {
+  const int lane = static_cast<int>(threadIdx.x) & 31, warp = static_cast<int>(threadIdx.x) >> 5;
+  const int ks = j.ks;
+  lane_sums<RM>(acc);
+  if (lane == 0) {
+#pragma unroll
+    for (int r = 0; r < kRW; ++r)
+#pragma unroll
+      for (int m = 0; m < RM; ++m) red[warp][r][m] = acc[r][m];
+  }
+  __syncthreads();
+  const int outs = (kSwiglu ? 2 : kRW) * (kWarps / ks);
+  const int t = static_cast<int>(threadIdx.x);
+  if (t < outs * RM) {
+    const int oi = t / RM, m = t % RM;
+    const int g = oi / (kSwiglu ? 2 : kRW), r = oi % (kSwiglu ? 2 : kRW);
+    float v = red[g * ks][r][m], u = 0.0f;
+    for (int i = 1; i < ks; ++i) v += red[g * ks + i][r][m];
+    if constexpr (kSwiglu) {
+      u = red[g * ks][r + 2][m];
+      for (int i = 1; i < ks; ++i) u += red[g * ks + i][r + 2][m];
+    }
+    store_out<kSwiglu>(j, oi, m, v, u);
+  }
+}
+
+// Weight row r (of kRW) of warp row group rg in job j: SwiGLU warps take 2 gate rows (r 0-1, wa)
+// and the same 2 up rows (r 2-3, wb). Rows past the end compute row 0, never stored.
+template <bool kSwiglu>
+__device__ __forceinline__ int64_t weight_row(const Job& j, int rg, int r) {
+  const int64_t o = kSwiglu ? j.o0 + rg * 2 + (r & 1) : j.o0 + rg * kRW + r;
+  return j.w_row0 + (o < j.n_out ? o : 0);
+}
+// The x rows of a chunk of RM rows (missing rows repeat the first, never stored).
+template <int RM>
+__device__ __forceinline__ void x_rows(const Job& j, const float* (&xr)[RM]) {
+#pragma unroll
+  for (int m = 0; m < RM; ++m) {
+    const int64_t row = j.rb + m < j.re ? j.rb + m : j.rb;
+    xr[m] = j.x + (j.row_src ? static_cast<int64_t>(j.row_src[row]) : row) * j.ldx;
+  }
+}
+// Vector formats: log2 of the FP8 block width, a row's first byte, its first scale index (block
+// row for FP8).
+template <int F>
+__device__ __forceinline__ int block_shift(const DevMatrix& w) {
+  return F == kF8 && w.block_cols > 0 ? __ffs(static_cast<int>(w.block_cols)) - 1 : 0;
+}
+template <int F>
+__device__ __forceinline__ const uint8_t* row_bytes(const DevMatrix& w, int64_t row, int64_t K) {
+  constexpr int64_t kBytes = F == kF32 ? 4 : F == kF8 ? 1 : 2;  // FP4: pitch K / 2
+  return w.data + (F == kF4 ? row * (K / 2) : row * K * kBytes);
+}
+template <int F>
+__device__ __forceinline__ int64_t scale_row(const DevMatrix& w, int64_t row) {
+  return F == kF8 ? (row / (w.block_rows > 0 ? w.block_rows : 1)) * w.scale_cols : row * w.scale_cols;
+}
+// The scale of the lane chunk at k0 (s) and, for FP4's bit trick, s * 2^126 (S); true when that
+// product overflowed (the chunk then takes the exact decoding).
+template <int F>
+__device__ __forceinline__ bool chunk_scale(const DevMatrix& w, int64_t srow, int64_t k0, int bshift, float& s,
+                                            float& S) {
+  s = S = 1.0f;
+  if constexpr (F == kF8) {
+    s = S = scale_at<F>(w, srow, k0, bshift);
+  } else if constexpr (F == kF4) {
+    s = scale_at<F>(w, srow, k0, 0);
+    S = s * 0x1p126f;
+    return fabsf(S) == INFINITY && fabsf(s) != INFINITY;
+  }
+  return false;
+}
+
+// One slab's lane chunk of the kRW rows (vector formats): its scales, then the fmaf chains.
+// mat(r): weight row r's matrix; srow / bshift as scale_row / block_shift give them.
+template <int F, int RM, typename MatOf>
+__device__ __forceinline__ void slab_fma(const MatOf& mat, const uint4* raw, const int64_t* srow, const int* bshift,
+                                         const float* const* xr, int64_t k0, bool x_vec, float (&acc)[kRW][RM]) {
+  float s[kRW], S[kRW];
+  bool exact = false;
+#pragma unroll
+  for (int r = 0; r < kRW; ++r) exact |= chunk_scale<F>(mat(r), srow[r], k0, bshift[r], s[r], S[r]);
+  if (!exact)
+    chunk_fma<F, RM, false>(raw, s, S, xr, k0, x_vec, acc);
+  else
+    chunk_fma<F, RM, true>(raw, s, S, xr, k0, x_vec, acc);
+}
 
 // The CTA's tile for a row chunk of RM rows or fewer.
 template <int F, bool kSwiglu, int RM>
@@ -171,16 +291,11 @@ __device__ __forceinline__ void tile(const Job& j, float (&red)[kWarps][kRW][kRo
   int64_t wrow[kRW];
 #pragma unroll
   for (int r = 0; r < kRW; ++r) {
-    const int64_t o = kSwiglu ? j.o0 + rg * 2 + (r & 1) : j.o0 + rg * kRW + r;
     wm[r] = (kSwiglu && r >= 2) ? &j.wb : &j.wa;
-    wrow[r] = j.w_row0 + (o < j.n_out ? o : 0);  // rows past the end compute row 0, never stored
+    wrow[r] = weight_row<kSwiglu>(j, rg, r);
   }
   const float* xr[RM];
-#pragma unroll
-  for (int m = 0; m < RM; ++m) {
-    const int64_t row = j.rb + m < j.re ? j.rb + m : j.rb;  // missing rows repeat the first, never stored
-    xr[m] = j.x + (j.row_src ? static_cast<int64_t>(j.row_src[row]) : row) * j.ldx;
-  }
+  x_rows<RM>(j, xr);
   float acc[kRW][RM];
 #pragma unroll
   for (int r = 0; r < kRW; ++r)
@@ -213,10 +328,9 @@ __device__ __forceinline__ void tile(const Job& j, float (&red)[kWarps][kRW][kRo
     int bshift[kRW];    // log2 of the FP8 block width
 #pragma unroll
     for (int r = 0; r < kRW; ++r) {
-      bshift[r] = F == kF8 && wm[r]->block_cols > 0 ? __ffs(wm[r]->block_cols) - 1 : 0;
-      base[r] = wm[r]->data + (F == kF4 ? wrow[r] * (K / 2) : wrow[r] * K * kBytes);
-      srow[r] = F == kF8 ? (wrow[r] / (wm[r]->block_rows > 0 ? wm[r]->block_rows : 1)) * wm[r]->scale_cols
-                         : wrow[r] * wm[r]->scale_cols;
+      bshift[r] = block_shift<F>(*wm[r]);
+      base[r] = row_bytes<F>(*wm[r], wrow[r], K);
+      srow[r] = scale_row<F>(*wm[r], wrow[r]);
     }
     // Lane chunk of slab sl (zeros past K: K is a multiple of CH, so a chunk is whole or absent).
     auto load = [&](int64_t sl, uint4 (&raw)[kRW]) {
@@ -235,63 +349,13 @@ __device__ __forceinline__ void tile(const Job& j, float (&red)[kWarps][kRW][kRo
       if (sl + ks < nslab) load(sl + ks, next);
       const int64_t k0 = sl * kSlab + lane * CH;
       if (k0 < K) {
-        float s[kRW], S[kRW];
-        bool exact = false;
-#pragma unroll
-        for (int r = 0; r < kRW; ++r) {
-          s[r] = S[r] = 1.0f;
-          if constexpr (F == kF8) {
-            s[r] = S[r] = scale_at<F>(*wm[r], srow[r], k0, bshift[r]);
-          } else if constexpr (F == kF4) {
-            s[r] = scale_at<F>(*wm[r], srow[r], k0, 0);
-            S[r] = s[r] * 0x1p126f;
-            exact |= fabsf(S[r]) == INFINITY && fabsf(s[r]) != INFINITY;  // s * 2^126 overflowed
-          }
-        }
-        if (!exact)
-          chunk_fma<F, RM, false>(raw, s, S, xr, k0, j.x_vec, acc);
-        else
-          chunk_fma<F, RM, true>(raw, s, S, xr, k0, j.x_vec, acc);
+        slab_fma<F, RM>([&](int r) -> const DevMatrix& { return *wm[r]; }, raw, srow, bshift, xr, k0, j.x_vec, acc);
       }
 #pragma unroll
       for (int r = 0; r < kRW; ++r) raw[r] = next[r];
     }
   }
-  // Lanes: a fixed butterfly (every lane ends with the same sum).
-#pragma unroll
-  for (int r = 0; r < kRW; ++r)
-#pragma unroll
-    for (int m = 0; m < RM; ++m) {
-      float v = acc[r][m];
-#pragma unroll
-      for (int d = 16; d >= 1; d >>= 1) v += __shfl_xor_sync(0xffffffffu, v, d);
-      acc[r][m] = v;
-    }
-  if (lane == 0) {
-#pragma unroll
-    for (int r = 0; r < kRW; ++r)
-#pragma unroll
-      for (int m = 0; m < RM; ++m) red[warp][r][m] = acc[r][m];
-  }
-  __syncthreads();
-  // Split-K partials in ascending order, then the epilogue; one thread per (output, row).
-  const int outs = (kSwiglu ? 2 : kRW) * (kWarps / ks);
-  const int t = static_cast<int>(threadIdx.x);
-  if (t >= outs * RM) return;
-  const int oi = t / RM, m = t % RM;
-  const int64_t row = j.rb + m, o = j.o0 + oi;
-  if (row >= j.re || o >= j.n_out) return;
-  const int g = oi / (kSwiglu ? 2 : kRW), r = oi % (kSwiglu ? 2 : kRW);
-  float v = red[g * ks][r][m];
-  for (int i = 1; i < ks; ++i) v += red[g * ks + i][r][m];
-  if constexpr (kSwiglu) {
-    float u = red[g * ks][r + 2][m];
-    for (int i = 1; i < ks; ++i) u += red[g * ks + i][r + 2][m];
-    const float gl = j.limit < v ? j.limit : v;                                   // std::min(g, limit)
-    const float uc = u < -j.limit ? -j.limit : (j.limit < u ? j.limit : u);      // std::clamp(u, -limit, limit)
-    v = silu_f(gl) * uc;
-  }
-  j.y[row * j.ldy + o] = v;
+  finish<kSwiglu, RM>(j, acc, red);
 }
 
 // Runs the tile with the smallest row template that holds the chunk (the arithmetic is the same).
@@ -313,6 +377,115 @@ __device__ __forceinline__ void run(const Job& j) {
       tile<F, kSwiglu, 4>(j, red);
     else
       tile<F, kSwiglu, 8>(j, red);
+  }
+}
+
+// The tile for many jobs in one CTA (decode: chunks of 1-2 rows, vector formats): the CTA takes
+// jobs blockIdx.x, + gridDim.x, ... (job(b) builds job b; all share K and ks), and each warp's loads
+// of its next slab, in this job or the next, are in flight during this slab's arithmetic, so the
+// memory pipe does not drain between jobs (a short-K decode GEMV is one or two slabs a warp: as
+// separate CTAs, each waited for its loads once and then retired). Every job's arithmetic is
+// tile()'s: the same lanes, slabs, split and order, so the same bits. Rows of a job beyond its
+// re - rb are skipped (tile() computes them as copies of the first and never stores them).
+template <int F, bool kSwiglu, int RM, typename JobOf>
+__device__ __forceinline__ void stream(int64_t jobs, const JobOf& job, float (&red)[kWarps][kRW][kRows]) {
+  static_assert(F != kGeneric, "the streaming form takes the vector formats");
+  constexpr int CH = chunk_elems(F);
+  constexpr int64_t kSlab = 32 * CH;
+  constexpr int64_t kBytes = F == kF32 ? 4 : F == kF8 ? 1 : 2;
+  int64_t b = blockIdx.x;
+  if (b >= jobs) return;  // whole CTA
+  const int lane = static_cast<int>(threadIdx.x) & 31, warp = static_cast<int>(threadIdx.x) >> 5;
+  Job j = job(b);
+  const int ks = j.ks, ksi = warp % ks, rg = warp / ks;
+  const int64_t K = j.K, nslab = (K + kSlab - 1) / kSlab;  // ks <= nslab / 2 (split_for), so ksi < nslab
+  auto mat = [&](const Job& jj, int r) -> const DevMatrix& { return (kSwiglu && r >= 2) ? jj.wb : jj.wa; };
+  const uint8_t* base[kRW];
+  auto set_base = [&](const Job& jj, const uint8_t* (&out)[kRW]) {
+#pragma unroll
+    for (int r = 0; r < kRW; ++r) out[r] = row_bytes<F>(mat(jj, r), weight_row<kSwiglu>(jj, rg, r), K);
+  };
+  auto load = [&](const uint8_t* const (&bs)[kRW], int64_t sl, uint4 (&raw)[kRW]) {
+    const int64_t k0 = sl * kSlab + lane * CH;
+#pragma unroll
+    for (int r = 0; r < kRW; ++r)
+      raw[r] = k0 < K ? __ldg(reinterpret_cast<const uint4*>(bs[r] + (F == kF4 ? k0 / 2 : k0 * kBytes)))
+                      : make_uint4(0, 0, 0, 0);
+  };
+  int64_t srow[kRW];
+  int bshift[kRW];
+  const float* xr[RM];
+  int rows = 0;
+  float acc[kRW][RM];
+  auto begin_job = [&]() {
+#pragma unroll
+    for (int r = 0; r < kRW; ++r) {
+      bshift[r] = block_shift<F>(mat(j, r));
+      srow[r] = scale_row<F>(mat(j, r), weight_row<kSwiglu>(j, rg, r));
+#pragma unroll
+      for (int m = 0; m < RM; ++m) acc[r][m] = 0.0f;
+    }
+    x_rows<RM>(j, xr);
+    rows = static_cast<int>(j.re - j.rb);
+  };
+  set_base(j, base);
+  begin_job();
+  uint4 raw[kRW];
+  load(base, ksi, raw);
+  int64_t sl = ksi;
+#pragma unroll 1
+  for (;;) {
+    // What comes after slab sl: the next slab of this job, or the first of the next job.
+    int64_t nsl = sl + ks, nb = b;
+    const bool last = nsl >= nslab;
+    const uint8_t* nbase[kRW];
+#pragma unroll
+    for (int r = 0; r < kRW; ++r) nbase[r] = base[r];
+    if (last) {
+      nb = b + gridDim.x;
+      nsl = ksi;
+      if (nb < jobs) set_base(job(nb), nbase);  // built again at the switch: fewer live registers
+    }
+    uint4 next[kRW];
+    if (nb < jobs) load(nbase, nsl, next);
+    const int64_t k0 = sl * kSlab + lane * CH;
+    if (k0 < K) {
+      auto mj = [&](int r) -> const DevMatrix& { return mat(j, r); };
+      if (RM == 1 || rows >= RM) {
+        slab_fma<F, RM>(mj, raw, srow, bshift, xr, k0, j.x_vec, acc);
+      } else {  // a 1-row job in a 2-row launch: row 0 only (row 1 would never be stored)
+        float a1[kRW][1];
+#pragma unroll
+        for (int r = 0; r < kRW; ++r) a1[r][0] = acc[r][0];
+        const float* x1[1] = {xr[0]};
+        slab_fma<F, 1>(mj, raw, srow, bshift, x1, k0, j.x_vec, a1);
+#pragma unroll
+        for (int r = 0; r < kRW; ++r) acc[r][0] = a1[r][0];
+      }
+    }
+    if (last) {
+      if (ks == 1) {  // no split: the warp holds whole sums; lane r * RM + m stores (r, m)
+        lane_sums<RM>(acc);
+        constexpr int kOuts = kSwiglu ? 2 : kRW;
+#pragma unroll
+        for (int r = 0; r < kOuts; ++r)
+#pragma unroll
+          for (int m = 0; m < RM; ++m)
+            if (lane == r * RM + m) store_out<kSwiglu>(j, rg * kOuts + r, m, acc[r][m], kSwiglu ? acc[r + 2][m] : 0.0f);
+      } else {
+        finish<kSwiglu, RM>(j, acc, red);
+        __syncthreads();  // red is written again by the next job
+      }
+      if (nb >= jobs) break;
+      b = nb;
+      j = job(b);
+#pragma unroll
+      for (int r = 0; r < kRW; ++r) base[r] = nbase[r];
+      begin_job();
+    }
+    sl = nsl;
+#pragma unroll
+    for (int r = 0; r < kRW; ++r) raw[r] = next[r];
   }
 }
 
