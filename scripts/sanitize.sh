@@ -79,7 +79,7 @@ else
   include='^(ThreadPool\.|SchedulerTest\.|SchedulerLimits\.|LLMEngine\.|GenerationStream\.|LLMApi\.'
   include+='|EngineSampling\.|Matcher\.|GrammarCompiler\.|GrammarLogitsProcessor\.|GuidedDecoding\.'
   include+='|GuidedDecodingKjv\.|Tokenizer\.Concurrent|OpenAIRequest\.|Metrics\.|serve_'
-  include+='|EpTransport\.|V4/ExpertParallel\.|Rendezvous\.|DataParallelEngine\.)'
+  include+='|EpTransport\.|V4/ExpertParallel\.|Rendezvous\.|DataParallelEngine\.|DataParallelRank\.)'
   status=0
   ctest --test-dir "$dir" --output-on-failure -j "$jobs" -R "$include" "$@" || status=$?
 fi

@@ -7,31 +7,77 @@
 
 namespace deepinfer::dp {
 
+// ---------------------------------------------------------------- one rank
+
+DataParallelRank::DataParallelRank(model::CausalLM& model, dist::EpTransport& transport, const Tokenizer* tokenizer,
+                                   const DataParallelOptions& options)
+    : model_(model), transport_(transport), options_(options) {
+  const auto& cfg = model.config();
+  DEEPINFER_CHECK(cfg.n_routed_experts > 0, "data parallelism with expert parallelism needs an MoE model");
+  DEEPINFER_CHECK(options_.rebalance_every >= 0 && options_.rebalance_slots >= 0,
+                  "rebalance_every and rebalance_slots must be >= 0");
+  ep_ = std::make_unique<dist::ExpertParallelMoe>(
+      transport, dist::uniform_placement(cfg.num_hidden_layers, cfg.n_routed_experts, transport.world_size()),
+      options_.load_window_steps);
+  model_.set_moe_executor(ep_.get());
+  engine::EngineOptions eo = options_.engine;
+  if (eo.seed) *eo.seed += static_cast<uint64_t>(transport.rank()) * 0x9e3779b97f4a7c15ull;  // ranks' derived seeds differ
+  engine_ = std::make_unique<engine::LLMEngine>(model_, tokenizer, eo);
+}
+
+DataParallelRank::~DataParallelRank() { model_.set_moe_executor(nullptr); }
+
+const RankStats& DataParallelRank::stats() const {
+  stats_.ep = ep_->stats();
+  return stats_;
+}
+
+bool DataParallelRank::step(std::vector<engine::RequestDelta>& deltas) {
+  deltas.clear();
+  try {
+    // Whether any rank has work: all run a step or none does.
+    const dist::Bytes mine{static_cast<std::byte>(engine_->has_unfinished() ? 1 : 0)};
+    const auto all = transport_.all_gather(mine);
+    if (std::none_of(all.begin(), all.end(), [](const dist::Bytes& b) { return !b.empty() && b[0] != std::byte{0}; }))
+      return false;
+    ++steps_;
+    // Exactly one forward (an engine step runs one when it has work) or one idle step: every rank
+    // calls the MoE layers' collectives the same number of times.
+    if (engine_->has_unfinished()) {
+      deltas = engine_->step();
+      ++stats_.busy_steps;
+    } else {
+      model_.moe_idle_step();
+      ++stats_.idle_steps;
+    }
+    ep_->end_step();
+    if (options_.rebalance_every > 0 && steps_ % options_.rebalance_every == 0)
+      ep_->rebalance(options_.rebalance_slots > 0 ? options_.rebalance_slots : ep_->placement().slots);
+    return true;
+  } catch (const std::exception& e) {
+    transport_.abort(e.what());
+    throw;
+  }
+}
+
+// ---------------------------------------------------------------- ranks as threads
+
 DataParallelEngine::DataParallelEngine(std::vector<std::unique_ptr<model::CausalLM>> models,
                                        const Tokenizer* tokenizer, DataParallelOptions options)
     : options_(std::move(options)) {
   const int n = static_cast<int>(models.size());
   DEEPINFER_CHECK(n >= 1, "data parallelism needs at least one rank's model");
   const auto& cfg = models[0]->config();
-  DEEPINFER_CHECK(cfg.n_routed_experts > 0, "data parallelism with expert parallelism needs an MoE model");
   for (const auto& m : models)
     DEEPINFER_CHECK(m && m->config().num_hidden_layers == cfg.num_hidden_layers &&
                         m->config().n_routed_experts == cfg.n_routed_experts && m->vocab_size() == cfg.vocab_size,
                     "data parallelism: every rank must load the same checkpoint");
-  DEEPINFER_CHECK(options_.rebalance_every >= 0 && options_.rebalance_slots >= 0,
-                  "rebalance_every and rebalance_slots must be >= 0");
   hub_ = std::make_unique<dist::LocalHub>(n, options_.timeout);
   for (int i = 0; i < n; ++i) {
     auto r = std::make_unique<Rank>();
     r->model = std::move(models[static_cast<size_t>(i)]);
     r->transport = hub_->transport(i);
-    r->ep = std::make_unique<dist::ExpertParallelMoe>(
-        *r->transport, dist::uniform_placement(cfg.num_hidden_layers, cfg.n_routed_experts, n),
-        options_.load_window_steps);
-    r->model->set_moe_executor(r->ep.get());
-    engine::EngineOptions eo = options_.engine;
-    if (eo.seed) *eo.seed += static_cast<uint64_t>(i) * 0x9e3779b97f4a7c15ull;  // ranks' derived seeds differ
-    r->engine = std::make_unique<engine::LLMEngine>(*r->model, tokenizer, eo);
+    r->rank = std::make_unique<DataParallelRank>(*r->model, *r->transport, tokenizer, options_);
     ranks_.push_back(std::move(r));
   }
   for (auto& r : ranks_) r->thread = std::thread([this, rp = r.get()] { rank_loop(*rp); });
@@ -45,7 +91,6 @@ DataParallelEngine::~DataParallelEngine() {
   cv_.notify_all();
   for (auto& r : ranks_)
     if (r->thread.joinable()) r->thread.join();
-  for (auto& r : ranks_) r->model->set_moe_executor(nullptr);
 }
 
 uint64_t DataParallelEngine::add_request(std::vector<int32_t> prompt, engine::RequestParams params) {
@@ -55,11 +100,11 @@ uint64_t DataParallelEngine::add_request(std::vector<int32_t> prompt, engine::Re
     if (ranks_[static_cast<size_t>(i)]->live.size() < ranks_[static_cast<size_t>(best)]->live.size()) best = i;
   Rank& r = *ranks_[static_cast<size_t>(best)];
   const int64_t n = std::max<int64_t>(1, params.sampling.n);
-  const uint64_t local = r.engine->add_request(std::move(prompt), std::move(params));  // throws: nothing placed
+  const uint64_t local = r.rank->engine().add_request(std::move(prompt), std::move(params));  // throws: nothing placed
   const uint64_t id = next_id_++;
   r.live[local] = {id, n};
   where_[id] = {best, local};
-  ++r.stats.requests;
+  ++r.requests;
   return id;
 }
 
@@ -67,14 +112,14 @@ bool DataParallelEngine::abort(uint64_t id) {
   const auto it = where_.find(id);
   if (it == where_.end()) return false;
   Rank& r = *ranks_[static_cast<size_t>(it->second.first)];
-  const bool done = r.engine->abort(it->second.second);
+  const bool done = r.rank->engine().abort(it->second.second);
   r.live.erase(it->second.second);
   where_.erase(it);
   return done;
 }
 
 bool DataParallelEngine::has_unfinished() const {
-  return std::any_of(ranks_.begin(), ranks_.end(), [](const auto& r) { return r->engine->has_unfinished(); });
+  return std::any_of(ranks_.begin(), ranks_.end(), [](const auto& r) { return r->rank->engine().has_unfinished(); });
 }
 
 int DataParallelEngine::rank_of(uint64_t id) const {
@@ -84,12 +129,13 @@ int DataParallelEngine::rank_of(uint64_t id) const {
 
 RankStats DataParallelEngine::rank_stats(int rank) const {
   DEEPINFER_CHECK(rank >= 0 && rank < data_parallel_size(), "rank {} of {}", rank, data_parallel_size());
-  RankStats s = ranks_[static_cast<size_t>(rank)]->stats;
-  s.ep = ranks_[static_cast<size_t>(rank)]->ep->stats();
+  const Rank& r = *ranks_[static_cast<size_t>(rank)];
+  RankStats s = r.rank->stats();
+  s.requests = r.requests;
   return s;
 }
 
-const dist::ExpertPlacement& DataParallelEngine::placement() const { return ranks_[0]->ep->placement(); }
+const dist::ExpertPlacement& DataParallelEngine::placement() const { return ranks_[0]->rank->placement(); }
 
 std::vector<engine::RequestDelta> DataParallelEngine::step() {
   DEEPINFER_CHECK(failed_.empty(), "the data-parallel engine stopped: {}", failed_);
@@ -138,33 +184,16 @@ void DataParallelEngine::rank_loop(Rank& r) {
       if (stopping_) return;
       seen = generation_;
     }
-    rank_step(r);
+    try {
+      r.rank->step(r.deltas);
+    } catch (...) {
+      r.error = std::current_exception();  // step() has aborted the other ranks
+    }
     {
       std::lock_guard<std::mutex> lock(mutex_);
       ++done_;
     }
     cv_.notify_all();
-  }
-}
-
-void DataParallelEngine::rank_step(Rank& r) {
-  r.deltas.clear();
-  try {
-    // Exactly one forward (an engine step runs one when it has work) or one idle step: every rank
-    // calls the MoE layers' collectives the same number of times.
-    if (r.engine->has_unfinished()) {
-      r.deltas = r.engine->step();
-      ++r.stats.busy_steps;
-    } else {
-      r.model->moe_idle_step();
-      ++r.stats.idle_steps;
-    }
-    r.ep->end_step();
-    if (options_.rebalance_every > 0 && steps_ % options_.rebalance_every == 0)
-      r.ep->rebalance(options_.rebalance_slots > 0 ? options_.rebalance_slots : r.ep->placement().slots);
-  } catch (const std::exception& e) {
-    r.error = std::current_exception();
-    r.transport->abort(e.what());
   }
 }
 

@@ -34,12 +34,46 @@ struct DataParallelOptions {
 };
 
 struct RankStats {
-  int64_t requests = 0;     // requests placed on the rank
+  int64_t requests = 0;     // requests placed on the rank (DataParallelEngine)
   int64_t busy_steps = 0;   // steps it ran its engine
   int64_t idle_steps = 0;   // steps it only served its experts
   dist::ExpertParallelStats ep;
 };
 
+// One rank: its engine and share of the experts over one transport end. step() is collective: every
+// rank calls it once per step (a thread per rank over dist::LocalHub, as DataParallelEngine does, or
+// a process per GPU over the NCCL transport); the ranks first all-gather whether any has work, so
+// they agree on running a step without a coordinator.
+class DataParallelRank {
+ public:
+  // `model` gets this rank's executor until destruction; model, transport and tokenizer outlive it.
+  DataParallelRank(model::CausalLM& model, dist::EpTransport& transport, const Tokenizer* tokenizer,
+                   const DataParallelOptions& options);
+  ~DataParallelRank();
+  DataParallelRank(const DataParallelRank&) = delete;
+  DataParallelRank& operator=(const DataParallelRank&) = delete;
+
+  engine::LLMEngine& engine() { return *engine_; }
+  const engine::LLMEngine& engine() const { return *engine_; }
+  // Runs this rank's engine step (one forward) or, without work, an idle step serving its experts;
+  // every `rebalance_every` steps all ranks re-plan the experts. Returns false, running nothing,
+  // when no rank has work. On failure the other ranks are aborted with the error, and it rethrows.
+  bool step(std::vector<engine::RequestDelta>& deltas);
+  int64_t steps() const { return steps_; }
+  const RankStats& stats() const;
+  const dist::ExpertPlacement& placement() const { return ep_->placement(); }
+
+ private:
+  model::CausalLM& model_;
+  dist::EpTransport& transport_;
+  DataParallelOptions options_;
+  std::unique_ptr<dist::ExpertParallelMoe> ep_;
+  std::unique_ptr<engine::LLMEngine> engine_;
+  int64_t steps_ = 0;
+  mutable RankStats stats_;
+};
+
+// Ranks as threads of this process (dist::LocalHub), behind one add_request / step interface.
 class DataParallelEngine {
  public:
   // models[r] is rank r's model (the same checkpoint on each; DeepSeek-V4). `tokenizer` may be null.
@@ -62,14 +96,13 @@ class DataParallelEngine {
   int rank_of(uint64_t id) const;
   RankStats rank_stats(int rank) const;
   const dist::ExpertPlacement& placement() const;  // rank 0's (every rank holds the same)
-  const engine::LLMEngine& rank_engine(int rank) const { return *ranks_[static_cast<size_t>(rank)]->engine; }
+  const engine::LLMEngine& rank_engine(int rank) const { return ranks_[static_cast<size_t>(rank)]->rank->engine(); }
 
  private:
-  struct Rank {
+  struct Rank {  // destroyed in reverse: the rank before its transport and model
     std::unique_ptr<model::CausalLM> model;
     std::unique_ptr<dist::EpTransport> transport;
-    std::unique_ptr<dist::ExpertParallelMoe> ep;
-    std::unique_ptr<engine::LLMEngine> engine;
+    std::unique_ptr<DataParallelRank> rank;
     struct Live {
       uint64_t global_id = 0;
       int64_t completions_left = 0;  // sampling.n, counted down by finished deltas
@@ -77,11 +110,10 @@ class DataParallelEngine {
     std::unordered_map<uint64_t, Live> live;  // by the rank engine's id
     std::vector<engine::RequestDelta> deltas;         // of the last step
     std::exception_ptr error;
-    RankStats stats;
+    int64_t requests = 0;
     std::thread thread;
   };
   void rank_loop(Rank& r);
-  void rank_step(Rank& r);
 
   DataParallelOptions options_;
   std::unique_ptr<dist::LocalHub> hub_;

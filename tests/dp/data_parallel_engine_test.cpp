@@ -8,6 +8,7 @@
 
 #include <map>
 #include <random>
+#include <thread>
 
 #include "core/error.h"
 #include "model/model.h"
@@ -118,6 +119,47 @@ TEST(DataParallelEngine, RequestsOverRanksGiveOneEnginesTokens) {
       EXPECT_GT(sent, 0) << "no routed row crossed ranks";
     }
   }
+}
+
+// DataParallelRank as a process per GPU uses it: no coordinator, each rank its own loop. Rank 0
+// holds a request, rank 1 none: both step (rank 1 idle, serving its experts) until rank 0 is done,
+// then both see that no rank has work.
+TEST(DataParallelRank, RanksAgreeOnStepsWithoutACoordinator) {
+  dist::LocalHub hub(2, std::chrono::seconds(60));
+  std::vector<std::unique_ptr<model::CausalLM>> models;
+  for (int r = 0; r < 2; ++r) models.push_back(model::load_model(kModel, invariant()));
+  DataParallelOptions o;
+  std::vector<int64_t> steps(2), sampled(2);
+  std::vector<std::string> errors(2);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 2; ++r)
+    threads.emplace_back([&, r] {
+      auto transport = hub.transport(r);
+      try {
+        DataParallelRank rank(*models[static_cast<size_t>(r)], *transport, nullptr, o);
+        if (r == 0) {
+          engine::RequestParams p;
+          p.sampling.max_tokens = 5;
+          p.sampling.ignore_eos = true;
+          rank.engine().add_request({5, 6, 7, 8}, p);
+        }
+        std::vector<engine::RequestDelta> deltas;
+        while (rank.step(deltas))
+          for (const auto& d : deltas) sampled[static_cast<size_t>(r)] += static_cast<int64_t>(d.new_token_ids.size());
+        steps[static_cast<size_t>(r)] = rank.steps();
+        if (r == 1) EXPECT_EQ(rank.stats().idle_steps, rank.steps());
+      } catch (const std::exception& e) {
+        errors[static_cast<size_t>(r)] = e.what();
+        transport->abort(e.what());
+      }
+    });
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(errors[0], "");
+  EXPECT_EQ(errors[1], "");
+  EXPECT_EQ(sampled[0], 5);
+  EXPECT_EQ(sampled[1], 0);
+  EXPECT_EQ(steps[0], steps[1]);
+  EXPECT_GE(steps[0], 5);
 }
 
 // A model whose forward fails on its `fail_at`-th call (rank 1's, below); otherwise the wrapped one,
