@@ -81,7 +81,9 @@ std::vector<Req> requests(std::mt19937& rng, int n, int64_t vocab) {
     Req q;
     q.prompt.resize(static_cast<size_t>(3 + rng() % 40));
     for (auto& t : q.prompt) t = static_cast<int32_t>(3 + rng() % static_cast<uint32_t>(vocab - 3));
-    q.params.sampling.max_tokens = 2 + static_cast<int64_t>(rng() % 10);  // different lengths: ranks go idle
+    // Different lengths; request 0 outlasts every other (added by step 3, done by step ~15), so
+    // the ranks without it go idle.
+    q.params.sampling.max_tokens = i == 0 ? 24 : 2 + static_cast<int64_t>(rng() % 10);
     q.params.sampling.ignore_eos = true;
     if (i % 3 == 1) {  // seeded sampling: the seed, not the rank, decides the draws
       q.params.sampling.temperature = 0.8f;
@@ -114,8 +116,8 @@ TEST(DataParallelEngine, RequestsOverRanksGiveOneEnginesTokens) {
       int64_t placed = 0, idle = 0, sent = 0;
       for (const auto& s : stats) placed += s.requests, idle += s.idle_steps, sent += s.ep.rows_sent;
       EXPECT_EQ(placed, static_cast<int64_t>(reqs.size()));
-      for (const auto& s : stats) EXPECT_GE(s.requests, 2) << "least-loaded placement spreads 7 requests";
-      EXPECT_GT(idle, 0) << "ranks finish at different steps: some must have served idle";
+      for (const auto& s : stats) EXPECT_GE(s.requests, 1) << "least-loaded placement spreads 7 requests";
+      EXPECT_GT(idle, 0) << "the ranks without request 0 must have served idle";
       EXPECT_GT(sent, 0) << "no routed row crossed ranks";
     }
   }

@@ -20,15 +20,10 @@ static_assert(kTT == skinny::kRows, "an MoE tile is one pass of the skinny tile"
 
 using skinny::Job;
 
-// grid (ceil(tokens / 8) * column tiles, 1, groups); block b: row chunk b % nm, column tile b / nm
-// (the row chunks of one weight tile run next to each other and share it in L2).
-// kMaxRows: skinny::run's row templates (2 when no chunk has more than 2 rows).
-template <int F, int kMaxRows>
-__global__ void __launch_bounds__(skinny::kThreads, 2)
-    linear_kernel(DevMatrix w, int64_t groups, const float* x, int64_t tokens, float* y, int64_t nm, int ks,
-                  bool x_vec) {
-  const int64_t R = w.rows / groups, C = w.cols, g = blockIdx.z;
-  const int64_t b = blockIdx.x, mc = b % nm, ct = b / nm;
+// Job (group g, column tile ct, rows [rb, re)) of linear / grouped_linear.
+__device__ __forceinline__ Job linear_job(const DevMatrix& w, int64_t groups, const float* x, float* y, int ks,
+                                          bool x_vec, int64_t g, int64_t ct, int64_t rb, int64_t re) {
+  const int64_t R = w.rows / groups, C = w.cols;
   Job j;
   j.wa = j.wb = w;
   j.w_row0 = g * R;
@@ -38,70 +33,62 @@ __global__ void __launch_bounds__(skinny::kThreads, 2)
   j.x = x + g * C;
   j.ldx = groups * C;
   j.row_src = nullptr;
-  j.rb = mc * skinny::kRows;
-  j.re = j.rb + skinny::kRows < tokens ? j.rb + skinny::kRows : tokens;
+  j.rb = rb;
+  j.re = re;
   j.y = y + g * R;
   j.ldy = groups * R;
   j.limit = 0.0f;
   j.ks = ks;
   j.x_vec = x_vec;
-  skinny::run<F, false, kMaxRows>(j);
+  return j;
 }
 
-// Chunks of RM <= 2 rows (tokens <= 2; one token takes the 1-row path of the 2-row form), vector formats: jobs (column tile, group) streamed by a
-// grid of resident CTAs (skinny::stream), job b = group b / ct, column tile b % ct.
+// grid (ceil(tokens / 8) * column tiles, 1, groups); block b: row chunk b % nm, column tile b / nm
+// (the row chunks of one weight tile run next to each other and share it in L2).
+// kMaxRows: skinny::run's row templates (2 when no chunk has more than 2 rows).
+template <int F, int kMaxRows>
+__global__ void __launch_bounds__(skinny::kThreads, 2)
+    linear_kernel(DevMatrix w, int64_t groups, const float* x, int64_t tokens, float* y, int64_t nm, int ks,
+                  bool x_vec) {
+  const int64_t b = blockIdx.x, rb = (b % nm) * skinny::kRows;
+  skinny::run<F, false, kMaxRows>(linear_job(w, groups, x, y, ks, x_vec, blockIdx.z, b / nm, rb,
+                                             rb + skinny::kRows < tokens ? rb + skinny::kRows : tokens));
+}
+
+// Chunks of RM <= 2 rows (tokens <= 2; one token takes the 1-row path of the 2-row form), vector
+// formats: jobs (column tile, group) streamed by a grid of resident CTAs (skinny::stream), job b =
+// group b / ct, column tile b % ct.
 template <int F, int RM>
 __global__ void __launch_bounds__(skinny::kThreads, 2)
     linear_stream_kernel(DevMatrix w, int64_t groups, const float* x, int64_t tokens, float* y, int64_t ct, int ks,
                          bool x_vec) {
   __shared__ float red[skinny::kWarps][skinny::kRW][skinny::kRows];
-  const int64_t R = w.rows / groups, C = w.cols;
-  auto job = [&](int64_t b) {
-    const int64_t g = b / ct;
-    Job j;
-    j.wa = j.wb = w;
-    j.w_row0 = g * R;
-    j.o0 = (b % ct) * skinny::outs_per_cta(false, ks);
-    j.n_out = R;
-    j.K = C;
-    j.x = x + g * C;
-    j.ldx = groups * C;
-    j.row_src = nullptr;
-    j.rb = 0;
-    j.re = tokens;
-    j.y = y + g * R;
-    j.ldy = groups * R;
-    j.limit = 0.0f;
-    j.ks = ks;
-    j.x_vec = x_vec;
-    return j;
-  };
+  auto job = [&](int64_t b) { return linear_job(w, groups, x, y, ks, x_vec, b / ct, b % ct, 0, tokens); };
   skinny::stream<F, false, RM>(ct * groups, job, red);
 }
 
-// grid (tiles, column tiles). ldx = K, ldy = n_out.
-template <int F, bool kSwiglu, int kMaxRows>
-__global__ void __launch_bounds__(skinny::kThreads, 2)
-    moe_gemm_kernel(const DevMatrix* wa, const DevMatrix* wb, const MoeTile* tiles, const int32_t* tile_count,
-                    int64_t identity_rows, const int32_t* row_src, const float* x, int64_t K, float* y,
-                    int64_t n_out, float limit, int ks, bool x_vec) {
+// Job (MoE tile `tile`, column tile col) of the expert GEMMs: with a plan (tiles), its expert and
+// rows; without, the shared expert's rows [8 tile, 8 tile + 8) of identity_rows. ldx = K, ldy = n_out.
+template <bool kSwiglu>
+__device__ __forceinline__ Job moe_job(const DevMatrix* wa, const DevMatrix* wb, const MoeTile* tiles, int64_t tile,
+                                       int64_t col, int64_t identity_rows, const int32_t* row_src, const float* x,
+                                       int64_t K, float* y, int64_t n_out, float limit, int ks, bool x_vec) {
   int e = 0;
   int64_t rb = 0, re = 0;
   if (tiles) {
-    if (static_cast<int64_t>(blockIdx.x) >= static_cast<int64_t>(*tile_count)) return;  // whole block
-    const MoeTile t = tiles[blockIdx.x];
+    const MoeTile t = tiles[tile];
     e = t.expert;
     rb = t.row_begin;
     re = t.row_end;
   } else {
-    rb = static_cast<int64_t>(blockIdx.x) * kTT;
+    rb = tile * kTT;
     re = rb + kTT < identity_rows ? rb + kTT : identity_rows;
   }
   Job j;
   j.wa = wa[e];
   j.wb = kSwiglu ? wb[e] : j.wa;
   j.w_row0 = 0;
-  j.o0 = static_cast<int64_t>(blockIdx.y) * skinny::outs_per_cta(kSwiglu, ks);
+  j.o0 = col * skinny::outs_per_cta(kSwiglu, ks);
   j.n_out = n_out;
   j.K = K;
   j.x = x;
@@ -114,7 +101,18 @@ __global__ void __launch_bounds__(skinny::kThreads, 2)
   j.limit = limit;
   j.ks = ks;
   j.x_vec = x_vec;
-  skinny::run<F, kSwiglu, kMaxRows>(j);
+  return j;
+}
+
+// grid (tiles, column tiles).
+template <int F, bool kSwiglu, int kMaxRows>
+__global__ void __launch_bounds__(skinny::kThreads, 2)
+    moe_gemm_kernel(const DevMatrix* wa, const DevMatrix* wb, const MoeTile* tiles, const int32_t* tile_count,
+                    int64_t identity_rows, const int32_t* row_src, const float* x, int64_t K, float* y,
+                    int64_t n_out, float limit, int ks, bool x_vec) {
+  if (tiles && static_cast<int64_t>(blockIdx.x) >= static_cast<int64_t>(*tile_count)) return;  // whole block
+  skinny::run<F, kSwiglu, kMaxRows>(moe_job<kSwiglu>(wa, wb, tiles, blockIdx.x, blockIdx.y, identity_rows, row_src,
+                                                     x, K, y, n_out, limit, ks, x_vec));
 }
 
 // The MoE GEMMs for tiles of RM <= 2 rows, vector formats: jobs (tile, column tile) streamed by a
@@ -128,36 +126,8 @@ __global__ void __launch_bounds__(skinny::kThreads, 2)
   __shared__ float red[skinny::kWarps][skinny::kRW][skinny::kRows];
   const int64_t ntiles = tiles ? static_cast<int64_t>(*tile_count) : grid_tiles;
   auto job = [&](int64_t b) {
-    const int64_t tile = b / ncol;
-    int e = 0;
-    int64_t rb = 0, re = 0;
-    if (tiles) {
-      const MoeTile t = tiles[tile];
-      e = t.expert;
-      rb = t.row_begin;
-      re = t.row_end;
-    } else {
-      rb = tile * kTT;
-      re = rb + kTT < identity_rows ? rb + kTT : identity_rows;
-    }
-    Job j;
-    j.wa = wa[e];
-    j.wb = kSwiglu ? wb[e] : j.wa;
-    j.w_row0 = 0;
-    j.o0 = (b % ncol) * skinny::outs_per_cta(kSwiglu, ks);
-    j.n_out = n_out;
-    j.K = K;
-    j.x = x;
-    j.ldx = K;
-    j.row_src = row_src;
-    j.rb = rb;
-    j.re = re;
-    j.y = y;
-    j.ldy = n_out;
-    j.limit = limit;
-    j.ks = ks;
-    j.x_vec = x_vec;
-    return j;
+    return moe_job<kSwiglu>(wa, wb, tiles, b / ncol, b % ncol, identity_rows, row_src, x, K, y, n_out, limit, ks,
+                            x_vec);
   };
   skinny::stream<F, kSwiglu, RM>(ntiles * ncol, job, red);
 }

@@ -265,6 +265,17 @@ __device__ __forceinline__ bool chunk_scale(const DevMatrix& w, int64_t srow, in
   return false;
 }
 
+// The lane chunks at column k0 of the kRW rows starting at bs[r] (zeros past K: K is a multiple
+// of the chunk, so a chunk is whole or absent).
+template <int F>
+__device__ __forceinline__ void load_chunks(const uint8_t* const (&bs)[kRW], int64_t k0, int64_t K, uint4 (&raw)[kRW]) {
+  constexpr int64_t kBytes = F == kF32 ? 4 : F == kF8 ? 1 : 2;  // FP4: pitch K / 2
+#pragma unroll
+  for (int r = 0; r < kRW; ++r)
+    raw[r] = k0 < K ? __ldg(reinterpret_cast<const uint4*>(bs[r] + (F == kF4 ? k0 / 2 : k0 * kBytes)))
+                    : make_uint4(0, 0, 0, 0);
+}
+
 // One slab's lane chunk of the kRW rows (vector formats): its scales, then the fmaf chains.
 // mat(r): weight row r's matrix; srow / bshift as scale_row / block_shift give them.
 template <int F, int RM, typename MatOf>
@@ -322,7 +333,6 @@ __device__ __forceinline__ void tile(const Job& j, float (&red)[kWarps][kRW][kRo
       }
     }
   } else {
-    constexpr int64_t kBytes = F == kF32 ? 4 : F == kF8 ? 1 : 2;  // FP4: pitch K / 2 below
     const uint8_t* base[kRW];
     int64_t srow[kRW];  // first scale index of each row (block row for FP8)
     int bshift[kRW];    // log2 of the FP8 block width
@@ -332,14 +342,7 @@ __device__ __forceinline__ void tile(const Job& j, float (&red)[kWarps][kRW][kRo
       base[r] = row_bytes<F>(*wm[r], wrow[r], K);
       srow[r] = scale_row<F>(*wm[r], wrow[r]);
     }
-    // Lane chunk of slab sl (zeros past K: K is a multiple of CH, so a chunk is whole or absent).
-    auto load = [&](int64_t sl, uint4 (&raw)[kRW]) {
-      const int64_t k0 = sl * kSlab + lane * CH;
-#pragma unroll
-      for (int r = 0; r < kRW; ++r)
-        raw[r] = k0 < K ? __ldg(reinterpret_cast<const uint4*>(base[r] + (F == kF4 ? k0 / 2 : k0 * kBytes)))
-                        : make_uint4(0, 0, 0, 0);
-    };
+    auto load = [&](int64_t sl, uint4 (&raw)[kRW]) { load_chunks<F>(base, sl * kSlab + lane * CH, K, raw); };
     uint4 raw[kRW];
     if (ksi < nslab) load(ksi, raw);
 #pragma unroll 1
@@ -392,7 +395,6 @@ __device__ __forceinline__ void stream(int64_t jobs, const JobOf& job, float (&r
   static_assert(F != kGeneric, "the streaming form takes the vector formats");
   constexpr int CH = chunk_elems(F);
   constexpr int64_t kSlab = 32 * CH;
-  constexpr int64_t kBytes = F == kF32 ? 4 : F == kF8 ? 1 : 2;
   int64_t b = blockIdx.x;
   if (b >= jobs) return;  // whole CTA
   const int lane = static_cast<int>(threadIdx.x) & 31, warp = static_cast<int>(threadIdx.x) >> 5;
@@ -406,11 +408,7 @@ __device__ __forceinline__ void stream(int64_t jobs, const JobOf& job, float (&r
     for (int r = 0; r < kRW; ++r) out[r] = row_bytes<F>(mat(jj, r), weight_row<kSwiglu>(jj, rg, r), K);
   };
   auto load = [&](const uint8_t* const (&bs)[kRW], int64_t sl, uint4 (&raw)[kRW]) {
-    const int64_t k0 = sl * kSlab + lane * CH;
-#pragma unroll
-    for (int r = 0; r < kRW; ++r)
-      raw[r] = k0 < K ? __ldg(reinterpret_cast<const uint4*>(bs[r] + (F == kF4 ? k0 / 2 : k0 * kBytes)))
-                      : make_uint4(0, 0, 0, 0);
+    load_chunks<F>(bs, sl * kSlab + lane * CH, K, raw);
   };
   int64_t srow[kRW];
   int bshift[kRW];
