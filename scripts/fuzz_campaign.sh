@@ -13,14 +13,15 @@
 # another, each with all the workers.
 #
 # Per target, under FUZZ_CAMPAIGN_DIR (default build-fuzz-campaign/campaign/<name>/):
-#   corpus/      the inputs the workers found (seeded from fuzz/corpus/<name>/)
+#   corpus/      the inputs the workers found (seeded from the committed corpus, unpacked in seeds/)
 #   artifacts/   crash-*, leak-*, timeout-*, oom-* inputs (libFuzzer's -artifact_prefix); the
 #                campaign goes on after a crash (-ignore_crashes=1) and counts them
 #   fuzz.log     libFuzzer's output of every round; executions are the sum of each round's last
 #                stats line (#N), coverage the cov: (edges) / ft: (features) of the last stats line
-# Afterwards every corpus is merged and minimised (-merge=1) with the committed one into
-# fuzz/corpus/<name>/ (the smallest set of inputs with the same coverage; committed seeds that
-# survive keep their names), so every CI run's short fuzz step replays what the campaign found.
+# Afterwards every corpus is merged and minimised (-merge=1) with the committed one (the smallest
+# set of inputs with the same coverage; committed seeds that survive keep their names) and packed
+# as fuzz/corpus/<name>.tar.xz (scripts/fuzz_common.sh: committed_corpus reads a folder or a pack),
+# so every CI run's short fuzz step replays what the campaign found.
 # Commit fuzz/corpus/ after a campaign with 0 crashes; reproduce a crash with
 #   build-fuzz-campaign/fuzz/fuzz_<name> ARTIFACT
 #
@@ -57,8 +58,8 @@ for t in "${selected[@]}"; do
   name=${t#fuzz_}
   dir="$campaign/$name"
   mkdir -p "$dir/corpus" "$dir/artifacts"
-  seeds=()
-  [ -d "$corpora/$name" ] && seeds+=("$corpora/$name")
+  seeds=() committed=""
+  if committed=$(committed_corpus "$corpora" "$name" "$dir/seeds"); then seeds+=("$committed"); fi
   # Rounds of fork mode until the target has had its CPU-hours: on a machine shared with other
   # work the workers get less CPU than their wall time, so later rounds top the budget up (to 97%
   # of it, 10 rounds at most). Every round resumes from the corpus of the one before.
@@ -113,19 +114,19 @@ for t in "${selected[@]}"; do
     rm -rf "$merged" && mkdir -p "$merged"
     "$build/fuzz/$t" -merge=1 -rss_limit_mb="$rss" -timeout=25 "$merged" "${seeds[@]}" "$dir/corpus" \
       > "$dir/merge.log" 2>&1 || { tail -20 "$dir/merge.log" >&2; echo "fuzz_campaign: merge of $t failed" >&2; exit 1; }
-    if [ -d "$corpora/$name" ]; then
-      for f in "$corpora/$name"/*; do
+    if [ -n "$committed" ]; then
+      for f in "$committed"/*; do
         [ -f "$f" ] || continue
         sum=$(sha1sum "$f" | cut -d' ' -f1)
         # (seeds from an earlier merge already carry their SHA-1 as their name)
         if [ -f "$merged/$sum" ] && [ "$sum" != "$(basename "$f")" ]; then mv "$merged/$sum" "$merged/$(basename "$f")"; fi
       done
     fi
-    before=$(find "$corpora/$name" -type f 2> /dev/null | wc -l)
-    rm -rf "$corpora/$name" && mkdir -p "$corpora/$name"
-    cp "$merged"/* "$corpora/$name"/ 2> /dev/null || true
-    after=$(find "$corpora/$name" -type f | wc -l)
-    echo "  corpus $corpora/$name: $before -> $after inputs"
+    before=0
+    [ -n "$committed" ] && before=$(find "$committed" -type f | wc -l)
+    pack_corpus "$merged" "$corpora" "$name"
+    after=$(find "$merged" -type f | wc -l)
+    echo "  corpus $corpora/$name.tar.xz: $before -> $after inputs"
   fi
   note=""
   ((timeouts + ooms)) && note=" (+${timeouts} timeouts, ${ooms} ooms)"

@@ -6,7 +6,37 @@
 #                    (address + undefined sanitizers; the libraries under test carry coverage
 #                    instrumentation too, so the fuzzer is guided inside them) and builds every
 #                    target. The short CI runs use the ASan test build instead (scripts/fuzz_smoke.sh).
+#   committed_corpus ROOT NAME DEST
+#                    prints the folder holding target NAME's committed inputs: ROOT/NAME, or
+#                    ROOT/NAME.tar.xz unpacked into DEST (the packed form of a large corpus: 15 MB of
+#                    inputs are 0.2 MB of xz, and the tree travels to the GPU machine whole); fails
+#                    when there are none
+#   pack_corpus SRC ROOT NAME
+#                    writes the inputs in SRC as ROOT/NAME.tar.xz (sorted, fixed times and owners:
+#                    the same inputs give the same bytes) and removes a folder ROOT/NAME
 # Build parallelism: FUZZ_BUILD_JOBS (default nproc).
+committed_corpus() {
+  local root=$1 name=$2 dest=$3
+  if [ -d "$root/$name" ]; then
+    echo "$root/$name"
+  elif [ -f "$root/$name.tar.xz" ]; then
+    rm -rf "$dest" && mkdir -p "$dest"
+    tar -xJf "$root/$name.tar.xz" -C "$dest" --strip-components=1
+    echo "$dest"
+  else
+    return 1
+  fi
+}
+
+pack_corpus() {
+  local src=$1 root=$2 name=$3 stage
+  stage=$(mktemp -d)
+  mkdir -p "$stage/$name"
+  cp "$src"/* "$stage/$name"/ 2> /dev/null || true
+  tar --sort=name --mtime=@0 --owner=0 --group=0 --numeric-owner -C "$stage" -cf - "$name" | xz -9 -T1 > "$root/$name.tar.xz"
+  rm -rf "$stage" "${root:?}/$name"
+}
+
 fuzz_list() {
   ls fuzz/*_fuzz.cpp > /dev/null 2>&1 || { echo "fuzz: no fuzz/*_fuzz.cpp targets found" >&2; return 1; }
   fuzz_targets=()

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs each libFuzzer target for a short time (FUZZ_SECONDS, default 20) on its committed corpus
-# fuzz/corpus/<name>, nproc targets at a time. The targets live in the ASan test build
-# (scripts/sanitize_common.sh; build-asan, or FUZZ_SMOKE_BUILD_DIR), built here if needed. Any crash
+# (fuzz/corpus/<name>/ or fuzz/corpus/<name>.tar.xz), nproc targets at a time. The targets live in
+# the ASan test build (scripts/sanitize_common.sh; build-asan, or FUZZ_SMOKE_BUILD_DIR), built here
+# if needed. Any crash
 # fails the script.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -13,10 +14,10 @@ fuzz_list
 configure_sanitizer_build asan "$dir"
 cmake --build "$dir" -j "$(nproc)" --target "${fuzz_targets[@]}"
 run_one() {
-  local t=$1 corpus="fuzz/corpus/${1#fuzz_}"
+  local t=$1 seeds
   mkdir -p "$dir/fuzz-smoke/corpus-$t"
   local args=("$dir/fuzz-smoke/corpus-$t")
-  [ -d "$corpus" ] && args+=("$corpus")
+  if seeds=$(committed_corpus fuzz/corpus "${t#fuzz_}" "$dir/fuzz-smoke/seeds-$t"); then args+=("$seeds"); fi
   "$dir/fuzz/$t" -max_total_time="$seconds" -rss_limit_mb=2048 -print_final_stats=0 "${args[@]}" \
     > "$dir/fuzz-smoke/$t.log" 2>&1
 }
