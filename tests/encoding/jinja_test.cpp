@@ -48,6 +48,10 @@ TEST(Jinja, RuntimeErrorsThrow) {
   EXPECT_THROW(render("{{ missing.attr }}"), Error);
   EXPECT_THROW(render("{{ 1 + 'a' }}"), Error);
   EXPECT_THROW(render("{{ 1 // 0 }}"), Error);
+  // Floats outside int64 (fuzz_jinja's UBSan find: the cast was undefined behaviour).
+  EXPECT_THROW(render("{{ 1e62 | int }}"), Error);
+  EXPECT_THROW(render("{{ -1e19 | int }}"), Error);
+  EXPECT_EQ(render("{{ 3.7 | int }} {{ -2.5 | int }}"), "3 -2");
   EXPECT_THROW(render("{{ x | nosuchfilter }}"), Error);
   EXPECT_THROW(render("{% set x.y = 1 %}"), Error);
 }

@@ -83,7 +83,12 @@ Value Value::from_json(const encoding::Json& json) {
 
 int64_t Value::as_int() const {
   if (kind_ == Kind::kBool) return bool_ ? 1 : 0;
-  if (kind_ == Kind::kFloat) return static_cast<int64_t>(float_);
+  if (kind_ == Kind::kFloat) {
+    // Python's int() of a float past 64 bits is a big integer, of inf / nan an error; an error
+    // here (a cast out of range is undefined behaviour; found by fuzz_jinja).
+    if (!(float_ >= -0x1p63 && float_ < 0x1p63)) fail("template error: {} does not fit a 64-bit integer", float_);
+    return static_cast<int64_t>(float_);
+  }
   return int_;
 }
 
