@@ -189,6 +189,24 @@ std::vector<double> ref_swiglu(const ExpertWeights& e, const float* x, int64_t D
   return out;
 }
 
+// moe_experts' reference for tokens [t0, t0 + T) of x [*, D]: the shared expert plus the chosen
+// experts' outputs weighted, per token ([T, D]).
+std::vector<double> ref_moe(const ExpertWeights& shared, const std::vector<ExpertWeights>& experts,
+                            const std::vector<float>& x, const std::vector<int32_t>& chosen,
+                            const std::vector<float>& weights, int64_t t0, int64_t T, int64_t D, int64_t K,
+                            double limit) {
+  std::vector<double> want(static_cast<size_t>(T * D));
+  for (int64_t t = t0; t < t0 + T; ++t) {
+    auto row = ref_swiglu(shared, x.data() + t * D, D, limit);
+    for (int64_t k = 0; k < K; ++k) {
+      const auto y = ref_swiglu(experts[static_cast<size_t>(chosen[t * K + k])], x.data() + t * D, D, limit);
+      for (int64_t d = 0; d < D; ++d) row[static_cast<size_t>(d)] += weights[t * K + k] * y[static_cast<size_t>(d)];
+    }
+    std::copy(row.begin(), row.end(), want.begin() + (t - t0) * D);
+  }
+  return want;
+}
+
 TEST_P(BackendOps, MoeExpertsSwigluWithClampsAndSharedExpert) {
   const int64_t D = 64, I = 32, E = 6, K = 2;
   // As released: routed experts FP4, the shared expert FP8; and all BF16. T 1-2: decode (the CUDA
@@ -220,15 +238,7 @@ TEST_P(BackendOps, MoeExpertsSwigluWithClampsAndSharedExpert) {
       const auto d_weights = on_device(weights);
       auto out = nan_output(static_cast<size_t>(T * D));
       be->moe_experts(mw, dx.view({T, D}), d_chosen.view({T, K}), d_weights.view({T, K}), out.view({T, D}));
-      std::vector<double> want(out.size());
-      for (int64_t t = 0; t < T; ++t) {
-        auto row = ref_swiglu(shared, x.data() + t * D, D, limit);
-        for (int64_t k = 0; k < K; ++k) {
-          const auto y = ref_swiglu(experts[static_cast<size_t>(chosen[t * K + k])], x.data() + t * D, D, limit);
-          for (int64_t d = 0; d < D; ++d) row[static_cast<size_t>(d)] += weights[t * K + k] * y[static_cast<size_t>(d)];
-        }
-        std::copy(row.begin(), row.end(), want.begin() + t * D);
-      }
+      const auto want = ref_moe(shared, experts, x, chosen, weights, 0, T, D, K, limit);
       EXPECT_CLOSE(out.download(), want, std::string("moe_experts ") + std::string(dtype_name(routed_dtype)) + " T=" +
                                              std::to_string(T) + " limit " + std::to_string(limit));
     }
@@ -270,15 +280,7 @@ TEST_P(BackendOps, MoeExpertsDecodeManyJobsPerCta) {
     for (int64_t T : {1, 2}) {
       const int64_t t0 = 3;
       const auto got = run(t0, T);
-      std::vector<double> want(got.size());
-      for (int64_t t = 0; t < T; ++t) {
-        auto row = ref_swiglu(shared, x.data() + (t0 + t) * D, D, limit);
-        for (int64_t k = 0; k < K; ++k) {
-          const auto y = ref_swiglu(experts[static_cast<size_t>(chosen[(t0 + t) * K + k])], x.data() + (t0 + t) * D, D, limit);
-          for (int64_t d = 0; d < D; ++d) row[static_cast<size_t>(d)] += weights[(t0 + t) * K + k] * y[static_cast<size_t>(d)];
-        }
-        std::copy(row.begin(), row.end(), want.begin() + t * D);
-      }
+      const auto want = ref_moe(shared, experts, x, chosen, weights, t0, T, D, K, limit);
       const std::string label = std::string("moe_experts ") + std::string(dtype_name(routed_dtype)) + " T=" + std::to_string(T);
       EXPECT_CLOSE(got, want, label);
       EXPECT_TRUE(std::equal(got.begin(), got.end(), all.begin() + t0 * D)) << label << ": differs from the batch of " << B;
@@ -366,15 +368,7 @@ TEST_P(BackendOps, MoeExpertsManyRowsPerExpert) {
     auto out = nan_output(static_cast<size_t>(T * D));
     be->moe_experts(mw, dx.view({T, D}), d_chosen.view({T, K}), d_weights.view({T, K}), out.view({T, D}));
     const auto got = out.download();
-    std::vector<double> want(out.size());
-    for (int64_t t = 0; t < T; ++t) {
-      auto row = ref_swiglu(shared, x.data() + t * D, D, limit);
-      for (int64_t k = 0; k < K; ++k) {
-        const auto y = ref_swiglu(experts[static_cast<size_t>(chosen[t * K + k])], x.data() + t * D, D, limit);
-        for (int64_t d = 0; d < D; ++d) row[static_cast<size_t>(d)] += weights[t * K + k] * y[static_cast<size_t>(d)];
-      }
-      std::copy(row.begin(), row.end(), want.begin() + t * D);
-    }
+    const auto want = ref_moe(shared, experts, x, chosen, weights, 0, T, D, K, limit);
     EXPECT_CLOSE(got, want, std::string("moe_experts T=300 ") + std::string(dtype_name(routed_dtype)));
     for (int64_t t : {0, 150, 299}) {
       const auto dxr = on_device(std::vector<float>(x.begin() + t * D, x.begin() + (t + 1) * D)),
