@@ -27,9 +27,10 @@ DataParallelRank::DataParallelRank(model::CausalLM& model, dist::EpTransport& tr
 
 DataParallelRank::~DataParallelRank() { model_.set_moe_executor(nullptr); }
 
-const RankStats& DataParallelRank::stats() const {
-  stats_.ep = ep_->stats();
-  return stats_;
+RankStats DataParallelRank::stats() const {
+  RankStats s = stats_;
+  s.ep = ep_->stats();
+  return s;
 }
 
 bool DataParallelRank::step(std::vector<engine::RequestDelta>& deltas) {

@@ -60,7 +60,7 @@ class DataParallelRank {
   // when no rank has work. On failure the other ranks are aborted with the error, and it rethrows.
   bool step(std::vector<engine::RequestDelta>& deltas);
   int64_t steps() const { return steps_; }
-  const RankStats& stats() const;
+  RankStats stats() const;  // with the executor's row counts
   const dist::ExpertPlacement& placement() const { return ep_->placement(); }
 
  private:
@@ -70,7 +70,7 @@ class DataParallelRank {
   std::unique_ptr<dist::ExpertParallelMoe> ep_;
   std::unique_ptr<engine::LLMEngine> engine_;
   int64_t steps_ = 0;
-  mutable RankStats stats_;
+  RankStats stats_;  // busy / idle steps (ep filled in by stats())
 };
 
 // Ranks as threads of this process (dist::LocalHub), behind one add_request / step interface.
