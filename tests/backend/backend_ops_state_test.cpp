@@ -295,17 +295,23 @@ TEST_P(BackendOps, IndexerSelectBothTiePolicies) {
   const CompressorLayout keys = *layout.layers[1].indexer;
   const int64_t nh = 2, ihd = keys.head_dim, rate = keys.rate;  // 2 heads: relu zeros tie often
   // (slot, blocks, start, count): a prefill from 0 (its first tokens see nothing), a chunk starting
-  // mid-window, a decode far in, on out-of-order tables.
+  // mid-window, a decode far in, on out-of-order tables; and two tokens 200 entries in whose head
+  // weights are all zero, so every score ties at 0 and only the tie order decides (top_k 3 ranks
+  // them as torch.topk's partial sort does, top_k >= 4 as its nth_element).
+  enum class Weights { Positive, Mixed, Zero };
   struct Case {
     int32_t slot;
     std::vector<int32_t> blocks;
     int64_t start, count;
-    bool positive_weights;
+    Weights weights;
   };
-  const std::vector<Case> cases = {{1, {3, 0, 5, 2, 7, 6}, 40, 6, true},
-                                   {0, {8, 1}, 0, 9, false},
-                                   {2, {4, 11, 9, 10, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21}, 105, 1, true}};
-  Pools pools(*be, layout, 3, 22);
+  std::vector<int32_t> long_table(101);
+  for (size_t i = 0; i < long_table.size(); ++i) long_table[i] = static_cast<int32_t>(122 - i);
+  const std::vector<Case> cases = {{1, {3, 0, 5, 2, 7, 6}, 40, 6, Weights::Positive},
+                                   {0, {8, 1}, 0, 9, Weights::Mixed},
+                                   {2, {4, 11, 9, 10, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21}, 105, 1, Weights::Positive},
+                                   {3, long_table, 803, 2, Weights::Zero}};
+  Pools pools(*be, layout, 4, 123);
   std::vector<SeqSlice> seqs;
   int64_t T = 0;
   for (const auto& c : cases) {
@@ -322,7 +328,9 @@ TEST_P(BackendOps, IndexerSelectBothTiePolicies) {
     for (int64_t t = seqs[s].begin; t < seqs[s].begin + seqs[s].count; ++t)
       for (int64_t h = 0; h < nh; ++h) {
         const float w = nonzero(2.0f);
-        head_weights[static_cast<size_t>(t * nh + h)] = cases[s].positive_weights ? std::fabs(w) : w;
+        head_weights[static_cast<size_t>(t * nh + h)] = cases[s].weights == Weights::Positive ? std::fabs(w)
+                                                        : cases[s].weights == Weights::Mixed  ? w
+                                                                                              : 0.0f;
       }
   const float head_weight_scale = 1.0f / std::sqrt(static_cast<float>(nh)), score_scale = 1.0f / std::sqrt(static_cast<float>(ihd));
   const auto d_q = on_device(q), d_head_weights = on_device(head_weights);

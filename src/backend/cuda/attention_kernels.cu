@@ -7,6 +7,7 @@
 
 #include "backend/cuda/attention_kernels.h"
 #include "backend/cuda/device_math.cuh"
+#include "backend/cuda/torch_topk.cuh"
 
 namespace deepinfer::cuda {
 
@@ -255,35 +256,48 @@ constexpr int kTopKThreads = 512;
 // chosen, and of those equal to it the lowest-indexed ones fill the rest; a block-wide scan in
 // entry order writes the choice sorted.
 //
-// Used for TopKTies::LowerIndex; TopKTies::Reference (torch.topk's CPU tie order, which depends on
-// how many candidates the call ranks) is chosen on the host from the same scores (ops_attention.cpp).
+// With undecided != null (TopKTies::Reference) it also flags the rows whose choice the scores alone
+// do not decide: more entries equal to the k-th largest than are chosen, or a non-finite score.
+// Those rows are chosen again by indexer_reference_ties_kernel (torch.topk's CPU tie order).
 __global__ void indexer_topk_kernel(IndexerArgs a, int64_t t0, const float* scores, int64_t stride, int64_t top_k,
-                                    int32_t* selected) {
+                                    int32_t* selected, int32_t* undecided) {
   __shared__ unsigned hist[256];
   __shared__ uint32_t s_prefix, s_mask;
-  __shared__ int s_remaining;
+  __shared__ int s_remaining, s_nonfinite, s_tied;
   const int64_t t = t0 + blockIdx.x;
   DeviceSeq seq;
   int64_t visible;
   token_visibility(a, t, &seq, &visible);
   const float* row = scores + static_cast<int64_t>(blockIdx.x) * stride;
   int32_t* out = selected + t * top_k;
-  if (visible <= top_k) {
-    for (int64_t i = threadIdx.x; i < top_k; i += blockDim.x) out[i] = i < visible ? static_cast<int32_t>(i) : -1;
-    return;
-  }
-  const int n = static_cast<int>(visible), k = static_cast<int>(top_k);
   if (threadIdx.x == 0) {
     s_prefix = 0;
     s_mask = 0;
-    s_remaining = k;
+    s_remaining = static_cast<int>(top_k < visible ? top_k : visible);
+    s_nonfinite = 0;
+    s_tied = 0;
   }
+  __syncthreads();
+  if (visible <= top_k) {
+    for (int64_t i = threadIdx.x; i < top_k; i += blockDim.x) out[i] = i < visible ? static_cast<int32_t>(i) : -1;
+    // All of them, unless one is -inf (tied with the hidden entries) or NaN.
+    if (undecided) {
+      for (int64_t i = threadIdx.x; i < visible; i += blockDim.x)
+        if (!isfinite(row[i])) s_nonfinite = 1;
+      __syncthreads();
+      if (threadIdx.x == 0) undecided[blockIdx.x] = s_nonfinite;
+    }
+    return;
+  }
+  const int n = static_cast<int>(visible), k = static_cast<int>(top_k);
   for (int shift = 24; shift >= 0; shift -= 8) {
     for (int b = threadIdx.x; b < 256; b += blockDim.x) hist[b] = 0;
     __syncthreads();
     const uint32_t prefix = s_prefix, mask = s_mask;
     for (int i = threadIdx.x; i < n; i += blockDim.x) {
-      const uint32_t key = order_key(row[i]);
+      const float v = row[i];
+      if (shift == 24 && undecided && !isfinite(v)) s_nonfinite = 1;
+      const uint32_t key = order_key(v);
       if ((key & mask) == prefix) atomicAdd(&hist[(key >> shift) & 0xffu], 1u);
     }
     __syncthreads();
@@ -293,9 +307,11 @@ __global__ void indexer_topk_kernel(IndexerArgs a, int64_t t0, const float* scor
       s_prefix = prefix | (static_cast<uint32_t>(b) << shift);
       s_mask = mask | (0xffu << shift);
       s_remaining = rem;
+      if (shift == 0) s_tied = static_cast<int>(hist[b]) > rem;  // equal to the k-th: more than are taken
     }
     __syncthreads();
   }
+  if (undecided && threadIdx.x == 0) undecided[blockIdx.x] = s_nonfinite || s_tied;
   const uint32_t thr = s_prefix;
   const int need_eq = s_remaining;  // how many entries equal to the k-th largest are chosen
   int written = 0, eq_seen = 0;
@@ -311,6 +327,46 @@ __global__ void indexer_topk_kernel(IndexerArgs a, int64_t t0, const float* scor
     written += sel_total;
     eq_seen += eq_total;
   }
+}
+
+// The rows indexer_topk_kernel flagged, chosen as cpu::torch_top_k_indices chooses: every entry
+// the sequence holds ranked (the hidden ones at -inf), the picks that are visible kept, sorted.
+// `row` (the scores) and `ids` are overwritten. Rows not flagged return at once.
+__global__ void indexer_reference_ties_kernel(IndexerArgs a, int64_t t0, float* scores, int32_t* ids, int64_t stride,
+                                              int64_t top_k, int32_t* selected, const int32_t* undecided) {
+  if (!undecided[blockIdx.x]) return;
+  const int64_t t = t0 + blockIdx.x;
+  DeviceSeq seq;
+  int64_t visible;
+  token_visibility(a, t, &seq, &visible);
+  const int64_t held = (seq.start + seq.count) / a.keys.rate;
+  float* row = scores + static_cast<int64_t>(blockIdx.x) * stride;
+  int32_t* id = ids + static_cast<int64_t>(blockIdx.x) * stride;
+  int32_t* out = selected + t * top_k;
+  const int64_t k = top_k < held ? top_k : held;
+  for (int64_t j = threadIdx.x; j < held; j += blockDim.x) {
+    if (j >= visible) row[j] = -INFINITY;
+    id[j] = static_cast<int32_t>(j);
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) TorchTopK(row, id).select(held, k);
+  __syncthreads();
+  // Mark the visible picks in `row` (no longer needed as scores), then write them in entry order.
+  for (int64_t j = threadIdx.x; j < held; j += blockDim.x) row[j] = 0.0f;
+  __syncthreads();
+  for (int64_t p = threadIdx.x; p < k; p += blockDim.x)
+    if (id[p] < visible) row[id[p]] = 1.0f;
+  __syncthreads();
+  int written = 0;
+  for (int64_t base = 0; base < visible; base += blockDim.x) {
+    const int64_t j = base + threadIdx.x;
+    const bool chosen = j < visible && row[j] != 0.0f;
+    int total = 0;
+    const int at = block_exclusive_scan(chosen ? 1 : 0, &total);
+    if (chosen) out[written + at] = static_cast<int32_t>(j);
+    written += total;
+  }
+  for (int64_t i = written + threadIdx.x; i < top_k; i += blockDim.x) out[i] = -1;
 }
 
 // ------------------------------------------------------------------ store_window
@@ -477,7 +533,17 @@ void launch_indexer_scores(const IndexerArgs& a, int64_t t0, int64_t tokens, flo
 void launch_indexer_topk(const IndexerArgs& a, int64_t t0, int64_t tokens, const float* scores, int64_t stride,
                          int64_t top_k, int32_t* selected) {
   if (tokens <= 0 || top_k <= 0) return;
-  indexer_topk_kernel<<<static_cast<unsigned>(tokens), kTopKThreads, 0, 0>>>(a, t0, scores, stride, top_k, selected);
+  indexer_topk_kernel<<<static_cast<unsigned>(tokens), kTopKThreads, 0, 0>>>(a, t0, scores, stride, top_k, selected,
+                                                                             nullptr);
+}
+
+void launch_indexer_topk_reference(const IndexerArgs& a, int64_t t0, int64_t tokens, float* scores, int32_t* ids,
+                                   int32_t* undecided, int64_t stride, int64_t top_k, int32_t* selected) {
+  if (tokens <= 0 || top_k <= 0) return;
+  indexer_topk_kernel<<<static_cast<unsigned>(tokens), kTopKThreads, 0, 0>>>(a, t0, scores, stride, top_k, selected,
+                                                                             undecided);
+  indexer_reference_ties_kernel<<<static_cast<unsigned>(tokens), 256, 0, 0>>>(a, t0, scores, ids, stride, top_k,
+                                                                              selected, undecided);
 }
 
 void launch_store_window(const DeviceSeq* seqs, int32_t nseq, int64_t tokens, const float* kv, DevState st,

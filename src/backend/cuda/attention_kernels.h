@@ -45,6 +45,11 @@ void launch_indexer_scores(const IndexerArgs& a, int64_t t0, int64_t tokens, flo
 // selected[t * top_k ...]: the top_k visible entries (ties to the lower index), sorted, -1 padded.
 void launch_indexer_topk(const IndexerArgs& a, int64_t t0, int64_t tokens, const float* scores, int64_t stride,
                          int64_t top_k, int32_t* selected);
+// The same under TopKTies::Reference: rows where equal scores make the choice (or a score is not
+// finite) are chosen as cpu::torch_top_k_indices does (torch_topk.cuh), on the device. `scores` and
+// `ids` ([tokens, stride]) are overwritten, `undecided` holds a flag per row.
+void launch_indexer_topk_reference(const IndexerArgs& a, int64_t t0, int64_t tokens, float* scores, int32_t* ids,
+                                   int32_t* undecided, int64_t stride, int64_t top_k, int32_t* selected);
 
 // Ring rows of the last min(count, window) tokens of each sequence.
 void launch_store_window(const DeviceSeq* seqs, int32_t nseq, int64_t tokens, const float* kv, DevState st,

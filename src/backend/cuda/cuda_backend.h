@@ -61,9 +61,9 @@ class CudaBackend final : public backend::Backend {
   std::string_view name() const override { return "cuda"; }
   Device device() const override { return Device::CUDA; }
   bool batch_invariant() const override { return options_.batch_invariant; }
-  // TopKTies::Reference chooses on the host from device scores (exact, one round trip per call).
-  // The indexer's Reference ties are chosen on the host (a round trip); the router's ties go to the
-  // lower index, so routing never waits for the host (a tie needs equal sqrtsoftplus scores).
+  // The indexer's Reference ties are replayed on the device (torch_topk.cuh: rows with a tie at
+  // the k-th score only); the router's ties go to the lower index (a tie needs equal sqrtsoftplus
+  // scores, which continuous logits never meet).
   bool reproduces_reference_ties(backend::TopKSite site) const override {
     return site == backend::TopKSite::IndexerEntries;
   }

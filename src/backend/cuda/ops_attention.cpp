@@ -1,10 +1,8 @@
 // CUDA state ops: compressors, indexer, window ring, sparse attention. Host side: shape checks,
 // staging and launches of the kernels in attention_kernels.cu (semantics: cpu/attention_ops.cpp).
 #include <algorithm>
-#include <limits>
 #include <vector>
 
-#include "backend/cpu/ops.h"  // torch_top_k_indices: TopKTies::Reference
 #include "backend/cuda/attention_kernels.h"
 #include "backend/cuda/cuda_backend.h"
 
@@ -77,7 +75,8 @@ void CudaBackend::indexer_select(const backend::CompressorLayout& keys, TensorVi
                                  TensorView selected) {
   begin_op();
   // The top-k kernel breaks ties to the lower index over the visible entries; under
-  // TopKTies::Reference the choice is made on the host instead (below), as the CPU op makes it.
+  // TopKTies::Reference the rows where ties decide are chosen again on the device as the CPU op
+  // chooses them (torch_topk.cuh).
   DEEPINFER_CHECK(q.rank == 3, "cuda indexer_select: q must be [T, heads, head_dim]");
   const int64_t T = q.dim(0), nh = q.dim(1), hd = q.dim(2), rate = keys.rate;
   DEEPINFER_CHECK(hd == keys.head_dim && head_weights.numel() == T * nh && selected.numel() == T * top_k,
@@ -101,40 +100,26 @@ void CudaBackend::indexer_select(const backend::CompressorLayout& keys, TensorVi
   a.nh = nh;
   a.head_weight_scale = head_weight_scale;
   a.score_scale = score_scale;
-  // Score rows [tokens, max_held] in groups of tokens that fit the budget.
-  constexpr int64_t kScoreBudget = int64_t{1} << 26;  // floats (256 MB)
+  // Score rows [tokens, max_held] in groups of tokens that fit the budget (and as many entry ids
+  // for TopKTies::Reference), chosen on the device under both tie policies: no host round trip.
+  constexpr int64_t kScoreBudget = int64_t{1} << 25;  // floats (128 MB)
   const int64_t group = std::clamp<int64_t>(kScoreBudget / max_held, 1, std::min<int64_t>(T, 65535));
-  auto* scores = static_cast<float*>(scratch(static_cast<size_t>(group * max_held) * sizeof(float), 0));
+  const size_t row_bytes = static_cast<size_t>(group * max_held) * sizeof(float);
+  auto* scores = static_cast<float*>(scratch(row_bytes, 0));
+  const bool reference = ties == backend::TopKTies::Reference;
+  auto* ids = reference ? static_cast<int32_t*>(scratch(row_bytes, 1)) : nullptr;
+  auto* undecided = reference ? static_cast<int32_t*>(scratch(static_cast<size_t>(group) * sizeof(int32_t), 2)) : nullptr;
   int32_t* out = selected.i32();
   for (int64_t t0 = 0; t0 < T; t0 += group) {
     const int64_t n = std::min(group, T - t0);
     launch_indexer_scores(a, t0, n, scores, max_held);
     DEEPINFER_CUDA_LAUNCHED();
-    if (ties != backend::TopKTies::Reference) {
+    if (reference) {
+      launch_indexer_topk_reference(a, t0, n, scores, ids, undecided, max_held, top_k, out);
+    } else {
       launch_indexer_topk(a, t0, n, scores, max_held, top_k, out);
-      DEEPINFER_CUDA_LAUNCHED();
-      continue;
     }
-    // torch.topk's CPU tie order (libstdc++'s selection over every entry the call holds, hidden
-    // ones at -inf) reproduced exactly on the host from the device scores: a round trip per call.
-    std::vector<float> host_scores(static_cast<size_t>(n * max_held));
-    copy_to_host(host_scores.data(), scores, host_scores.size() * sizeof(float));
-    std::vector<int32_t> rows(static_cast<size_t>(n * top_k), -1);
-    size_t si = 0;
-    for (int64_t i = 0; i < n; ++i) {
-      const int64_t t = t0 + i;
-      while (staged.host[si].begin + staged.host[si].count <= t) ++si;
-      const DeviceSeq& sq = staged.host[si];
-      const int64_t held = (sq.start + sq.count) / rate, pos = sq.start + (t - sq.begin);
-      const int64_t visible = std::min((pos + 1) / rate, held);
-      std::vector<float> ranked(static_cast<size_t>(held), -std::numeric_limits<float>::infinity());
-      std::copy_n(host_scores.begin() + i * max_held, visible, ranked.begin());
-      auto picks = cpu::torch_top_k_indices(ranked, top_k);
-      std::erase_if(picks, [&](int32_t j) { return j >= visible; });
-      std::sort(picks.begin(), picks.end());
-      std::copy(picks.begin(), picks.end(), rows.begin() + i * top_k);
-    }
-    copy_to_backend(out + t0 * top_k, rows.data(), rows.size() * sizeof(int32_t));
+    DEEPINFER_CUDA_LAUNCHED();
   }
 }
 
