@@ -295,22 +295,24 @@ TEST_P(BackendOps, IndexerSelectBothTiePolicies) {
   const CompressorLayout keys = *layout.layers[1].indexer;
   const int64_t nh = 2, ihd = keys.head_dim, rate = keys.rate;  // 2 heads: relu zeros tie often
   // (slot, blocks, start, count): a prefill from 0 (its first tokens see nothing), a chunk starting
-  // mid-window, a decode far in, on out-of-order tables; and two tokens 200 entries in whose head
-  // weights are all zero, so every score ties at 0 and only the tie order decides (top_k 3 ranks
-  // them as torch.topk's partial sort does, top_k >= 4 as its nth_element).
-  enum class Weights { Positive, Mixed, Zero };
+  // mid-window, a decode far in, on out-of-order tables; and a decode 200 entries in whose keys are
+  // zero but for entries 77 and 160 (copies of its head-0 query, so they score above 0): the other
+  // 199 tie at 0 and the tie order decides (top_k 3 ranks them as torch.topk's partial sort does,
+  // top_k >= 4 as its nth_element; neither takes the lowest-indexed zeros).
+  enum class Weights { Positive, Mixed };
   struct Case {
     int32_t slot;
     std::vector<int32_t> blocks;
     int64_t start, count;
     Weights weights;
+    bool sparse_keys = false;
   };
   std::vector<int32_t> long_table(101);
   for (size_t i = 0; i < long_table.size(); ++i) long_table[i] = static_cast<int32_t>(122 - i);
   const std::vector<Case> cases = {{1, {3, 0, 5, 2, 7, 6}, 40, 6, Weights::Positive},
                                    {0, {8, 1}, 0, 9, Weights::Mixed},
                                    {2, {4, 11, 9, 10, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21}, 105, 1, Weights::Positive},
-                                   {3, long_table, 803, 2, Weights::Zero}};
+                                   {3, long_table, 803, 1, Weights::Positive, true}};
   Pools pools(*be, layout, 4, 123);
   std::vector<SeqSlice> seqs;
   int64_t T = 0;
@@ -318,19 +320,24 @@ TEST_P(BackendOps, IndexerSelectBothTiePolicies) {
     seqs.push_back({T, c.count, c.start, c.slot, c.blocks});
     T += c.count;
   }
-  // Keys of every entry each sequence holds after the step, written where the layout says.
-  for (const auto& sl : seqs)
-    for (int64_t e = 0; e < (sl.start + sl.count) / rate; ++e) fill_entry(pools.host, sl, keys, e, [&] { return nonzero(); });
-  pools.upload();
   auto q = randoms(static_cast<size_t>(T * nh * ihd));
+  // Keys of every entry each sequence holds after the step, written where the layout says.
+  for (size_t s = 0; s < cases.size(); ++s) {
+    const SeqSlice& sl = seqs[s];
+    for (int64_t e = 0; e < (sl.start + sl.count) / rate; ++e) {
+      int64_t c = 0;
+      const bool scored = e == 77 || e == 160;
+      const float* q0 = q.data() + sl.begin * nh * ihd;  // the first token's head 0
+      fill_entry(pools.host, sl, keys, e, [&] { return !cases[s].sparse_keys ? nonzero() : scored ? q0[c++] : 0.0f; });
+    }
+  }
+  pools.upload();
   std::vector<float> head_weights(static_cast<size_t>(T * nh));
   for (size_t s = 0; s < cases.size(); ++s)
     for (int64_t t = seqs[s].begin; t < seqs[s].begin + seqs[s].count; ++t)
       for (int64_t h = 0; h < nh; ++h) {
         const float w = nonzero(2.0f);
-        head_weights[static_cast<size_t>(t * nh + h)] = cases[s].weights == Weights::Positive ? std::fabs(w)
-                                                        : cases[s].weights == Weights::Mixed  ? w
-                                                                                              : 0.0f;
+        head_weights[static_cast<size_t>(t * nh + h)] = cases[s].weights == Weights::Positive ? std::fabs(w) : w;
       }
   const float head_weight_scale = 1.0f / std::sqrt(static_cast<float>(nh)), score_scale = 1.0f / std::sqrt(static_cast<float>(ihd));
   const auto d_q = on_device(q), d_head_weights = on_device(head_weights);
