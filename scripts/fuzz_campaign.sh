@@ -28,7 +28,8 @@
 # Environment: FUZZ_JOBS (workers per target), FUZZ_BUILD_DIR (default build-fuzz-campaign),
 # FUZZ_TARGETS (space-separated names, e.g. "regex json_schema"; default all), FUZZ_RSS_MB
 # (per-input memory limit, default 2048), FUZZ_NO_MERGE=1 (leave fuzz/corpus/ untouched),
-# FUZZ_CORPUS_ROOT (the committed corpora's folder, default fuzz/corpus; a copy, to try the script).
+# FUZZ_CORPUS_ROOT (the committed corpora's folder, default fuzz/corpus; a copy, to try the script),
+# FUZZ_PREBUILT=1 (use the binaries in $FUZZ_BUILD_DIR/fuzz as they are: a machine without clang).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 hours=${1:-}
@@ -41,7 +42,11 @@ rss=${FUZZ_RSS_MB:-2048}
 corpora=${FUZZ_CORPUS_ROOT:-fuzz/corpus}
 budget=$(awk -v h="$hours" 'BEGIN { print h * 3600 }')  # CPU-seconds per target
 wall=$(awk -v b="$budget" -v j="$jobs" 'BEGIN { s = int(b / j + 0.5); print (s < 1 ? 1 : s) }')
-fuzz_build "$build"
+if [ "${FUZZ_PREBUILT:-0}" = 1 ]; then
+  fuzz_list  # the binaries are already in $build/fuzz (scripts/fuzz_stage.sh, for another machine)
+else
+  fuzz_build "$build"
+fi
 selected=("${fuzz_targets[@]}")
 if [ -n "${FUZZ_TARGETS:-}" ]; then
   selected=()
@@ -50,6 +55,9 @@ if [ -n "${FUZZ_TARGETS:-}" ]; then
     selected+=("fuzz_$n")
   done
 fi
+for t in "${selected[@]}"; do
+  [ -x "$build/fuzz/$t" ] || { echo "fuzz_campaign: no $build/fuzz/$t" >&2; exit 2; }
+done
 echo "campaign: ${#selected[@]} targets, ${hours} CPU-hours each = ${jobs} workers x ${wall}s (or more, if shared)"
 
 rows=()
@@ -108,25 +116,7 @@ for t in "${selected[@]}"; do
   total_crashes=$((total_crashes + crashes))
 
   if [ "${FUZZ_NO_MERGE:-0}" != 1 ]; then
-    # Minimise: merge into an empty directory, then rename the inputs that were committed seeds
-    # back to their names (libFuzzer names merged inputs by the SHA-1 of their contents).
-    merged="$dir/merged"
-    rm -rf "$merged" && mkdir -p "$merged"
-    "$build/fuzz/$t" -merge=1 -rss_limit_mb="$rss" -timeout=25 "$merged" "${seeds[@]}" "$dir/corpus" \
-      > "$dir/merge.log" 2>&1 || { tail -20 "$dir/merge.log" >&2; echo "fuzz_campaign: merge of $t failed" >&2; exit 1; }
-    if [ -n "$committed" ]; then
-      for f in "$committed"/*; do
-        [ -f "$f" ] || continue
-        sum=$(sha1sum "$f" | cut -d' ' -f1)
-        # (seeds from an earlier merge already carry their SHA-1 as their name)
-        if [ -f "$merged/$sum" ] && [ "$sum" != "$(basename "$f")" ]; then mv "$merged/$sum" "$merged/$(basename "$f")"; fi
-      done
-    fi
-    before=0
-    [ -n "$committed" ] && before=$(find "$committed" -type f | wc -l)
-    pack_corpus "$merged" "$corpora" "$name"
-    after=$(find "$merged" -type f | wc -l)
-    echo "  corpus $corpora/$name.tar.xz: $before -> $after inputs"
+    merge_corpus "$build/fuzz/$t" "$corpora" "$name" "$dir" "$committed" "$dir/corpus" || exit 1
   fi
   note=""
   ((timeouts + ooms)) && note=" (+${timeouts} timeouts, ${ooms} ooms)"

@@ -14,6 +14,11 @@
 #   pack_corpus SRC ROOT NAME
 #                    writes the inputs in SRC as ROOT/NAME.tar.xz (sorted, fixed times and owners:
 #                    the same inputs give the same bytes) and removes a folder ROOT/NAME
+#   merge_corpus BIN ROOT NAME WORK COMMITTED NEW...
+#                    minimises the committed inputs (folder COMMITTED, may be "") and the folders NEW
+#                    into one corpus with BIN -merge=1 (the smallest set with the same coverage;
+#                    committed inputs that survive keep their names), packs it as ROOT/NAME.tar.xz
+#                    and prints "before -> after" counts. WORK is a scratch folder (merged/, merge.log).
 # Build parallelism: FUZZ_BUILD_JOBS (default nproc).
 committed_corpus() {
   local root=$1 name=$2 dest=$3
@@ -35,6 +40,29 @@ pack_corpus() {
   cp "$src"/* "$stage/$name"/ 2> /dev/null || true
   tar --sort=name --mtime=@0 --owner=0 --group=0 --numeric-owner -C "$stage" -cf - "$name" | xz -9 -T1 > "$root/$name.tar.xz"
   rm -rf "$stage" "${root:?}/$name"
+}
+
+merge_corpus() {
+  local bin=$1 root=$2 name=$3 work=$4 committed=$5
+  shift 5
+  local merged="$work/merged" before=0 f sum
+  rm -rf "$merged" && mkdir -p "$merged"
+  local inputs=("$@")
+  [ -n "$committed" ] && inputs=("$committed" "${inputs[@]}")
+  "$bin" -merge=1 -rss_limit_mb="${FUZZ_RSS_MB:-2048}" -timeout=25 "$merged" "${inputs[@]}" > "$work/merge.log" 2>&1 ||
+    { tail -20 "$work/merge.log" >&2; echo "fuzz: merge of $name failed" >&2; return 1; }
+  if [ -n "$committed" ]; then
+    # libFuzzer names merged inputs by the SHA-1 of their contents; seeds from an earlier merge
+    # already carry it as their name.
+    for f in "$committed"/*; do
+      [ -f "$f" ] || continue
+      sum=$(sha1sum "$f" | cut -d' ' -f1)
+      if [ -f "$merged/$sum" ] && [ "$sum" != "$(basename "$f")" ]; then mv "$merged/$sum" "$merged/$(basename "$f")"; fi
+    done
+    before=$(find "$committed" -type f | wc -l)
+  fi
+  pack_corpus "$merged" "$root" "$name"
+  echo "  corpus $root/$name.tar.xz: $before -> $(find "$merged" -type f | wc -l) inputs"
 }
 
 fuzz_list() {
