@@ -82,7 +82,11 @@ int serve(LLM& llm, const ServerOptions& options) {
   server.set_payload_max_length(options.max_request_bytes);
   server.set_read_timeout(30, 0);
   server.set_write_timeout(30, 0);
-  server.set_keep_alive_timeout(2);
+  // httplib's keep-alive timeout is also how long a new connection may take to send its first
+  // request. At 2 s, clients opening a thousand connections at once on a busy machine were closed
+  // before they wrote and saw resets (and Node's fetch then stranded requests); 5 s is httplib's
+  // and uvicorn's default.
+  server.set_keep_alive_timeout(5);
 
   server.set_pre_routing_handler([&](const httplib::Request& request, httplib::Response& response) {
     if (request.path.rfind("/v1/", 0) == 0 && !authorized(options, request)) {

@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+
 #include "core/json_depth.h"
 #include "serve/protocol/openai_request.h"
 #include "serve/openai_response.h"
@@ -13,7 +15,12 @@ using encoding::Json;
 
 namespace {
 constexpr size_t kMaxJsonDepth = 64;
-constexpr auto kPollInterval = std::chrono::milliseconds(25);  // how soon a vanished client is noticed
+// How soon a vanished client is noticed: a handler waits on its channel at most kPollInterval,
+// then peeks the socket. Each quiet wait doubles the next one up to kMaxPollInterval (events reset
+// it), so a thousand requests queued behind the running ones cost a few wakeups a second each,
+// not forty: on two cores their polling had competed with the engine and the clients.
+constexpr auto kPollInterval = std::chrono::milliseconds(25);
+constexpr auto kMaxPollInterval = std::chrono::milliseconds(400);
 }  // namespace
 
 Json read_json_body(const httplib::Request& request) {
@@ -82,14 +89,16 @@ PumpResult pump_channels(ServerContext& ctx, const std::vector<std::shared_ptr<R
     for (size_t i = 0; i < channels.size(); ++i)
       if (!ended[i]) ctx.engine.abort(channels[i]);
   };
+  auto poll = kPollInterval;
   while (open > 0) {
-    bool waited = false;
+    bool waited = false, quiet = true;
     for (size_t i = 0; i < channels.size(); ++i) {
       if (ended[i]) continue;
       events.clear();
       // Block on the first open channel only; the others are drained as they are.
-      const auto state = channels[i]->next(events, waited ? std::chrono::milliseconds(0) : kPollInterval);
+      const auto state = channels[i]->next(events, waited ? std::chrono::milliseconds(0) : poll);
       waited = true;
+      if (!events.empty() || state != RequestChannel::State::kRunning) quiet = false;
       if (result.ttft < 0)
         for (const StreamEvent& e : events)
           if (!e.new_token_ids.empty())
@@ -111,6 +120,7 @@ PumpResult pump_channels(ServerContext& ctx, const std::vector<std::shared_ptr<R
       abort_open();
       return result;
     }
+    poll = quiet ? std::min(2 * poll, kMaxPollInterval) : kPollInterval;
   }
   return result;
 }

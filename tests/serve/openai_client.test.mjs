@@ -317,7 +317,9 @@ describe('disconnects', () => {
     } catch (e) {
       assert.equal(e.name, 'APIUserAbortError');
     }
-    assert.equal(chunks, 3);
+    // openai 6 ends the iteration quietly on abort, after the chunks it had already read (more of
+    // them on a reused keep-alive connection); the stream must not have run to its end.
+    assert.ok(chunks >= 3 && chunks < 100, `${chunks} chunks after abort()`);
     const s = await waitIdle(server.url, 5000);
     assert.ok(s['deepinfer:request_success_total{finished_reason="abort"}'] >= 1);
   });
