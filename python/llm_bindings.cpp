@@ -143,6 +143,11 @@ EngineConfig config_from_dict(const py::dict& d) {
     else if (name == "device") c.device = as_str(field, value);
     else if (name == "enable_prefix_caching") c.enable_prefix_caching = as_bool(field, value);
     else if (name == "swa_replay_keep") c.swa_replay_keep = as_int(field, value);
+    else if (name == "data_parallel_size") c.data_parallel_size = as_int(field, value);
+    else if (name == "enable_eplb") c.enable_eplb = as_bool(field, value);
+    else if (name == "eplb_window_size") c.eplb_window_size = as_int(field, value);
+    else if (name == "eplb_step_interval") c.eplb_step_interval = as_int(field, value);
+    else if (name == "num_redundant_experts") c.num_redundant_experts = as_int(field, value);
     else throw py::value_error("LLM: unknown option '" + name + "'");
   }
   return c;

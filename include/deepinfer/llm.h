@@ -112,6 +112,21 @@ struct EngineConfig {
   // batch-invariant numerics. On DeepSeek-V4.1 it also bounds prefill: the layers after the last
   // KV-source layer run over only the last swa_replay_keep tokens of a prompt (0: all; exact).
   int64_t swa_replay_keep = 140;
+  // Attention data parallelism with expert parallelism (vLLM's data_parallel_size, DeepSeek's way
+  // of serving V4): this many ranks, each with its own model instance, scheduler, state pool
+  // (kv_memory_bytes and max_num_seqs are per rank) and prefix cache, stepping in lockstep; each
+  // holds a share of the routed experts and the MoE layers exchange token rows between ranks. A
+  // request runs on the rank with the fewest unfinished ones. Ranks are threads of this process
+  // on the CPU backend (DeepSeek-V4 models). With batch-invariant numerics the outputs equal one
+  // engine's bit for bit (a rank's batch holds other requests than one engine's would).
+  int64_t data_parallel_size = 1;
+  // Expert load balancing (EPLB) across the ranks: every eplb_step_interval steps, expert
+  // placement is re-planned from the routed-token counts of the last eplb_window_size steps, with
+  // num_redundant_experts extra replicas of hot experts per layer (vLLM's names and defaults).
+  bool enable_eplb = false;
+  int64_t eplb_window_size = 1000;
+  int64_t eplb_step_interval = 3000;
+  int64_t num_redundant_experts = 0;
 };
 
 // One prompt: text (tokenized, BOS added when tokenizer_config.json asks for it) or token ids

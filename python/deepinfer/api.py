@@ -196,7 +196,8 @@ class _Stream:
 class LLM:
     """LLM(model, **options): loads a model folder (config.json, *.safetensors, tokenizer.json).
     Options (EngineConfig): kv_memory_bytes, max_num_seqs, max_num_batched_tokens, max_prefill_chunk,
-    threads, batch_invariant, seed, device ("cpu" / "cuda"), enable_prefix_caching, swa_replay_keep."""
+    threads, batch_invariant, seed, device ("cpu" / "cuda"), enable_prefix_caching, swa_replay_keep,
+    data_parallel_size, enable_eplb, eplb_window_size, eplb_step_interval, num_redundant_experts."""
 
     def __init__(self, model: str, **options: Any):
         self._llm = _deepinfer._LLM(str(model), options)

@@ -136,6 +136,19 @@ RankStats DataParallelEngine::rank_stats(int rank) const {
   return s;
 }
 
+engine::EngineStats DataParallelEngine::stats() const {
+  engine::EngineStats total;
+  for (const auto& r : ranks_) total += r->rank->engine().stats();
+  total.steps = steps_;
+  return total;
+}
+
+engine::EngineUsage DataParallelEngine::usage() const {
+  engine::EngineUsage total;
+  for (const auto& r : ranks_) total += r->rank->engine().usage();
+  return total;
+}
+
 const dist::ExpertPlacement& DataParallelEngine::placement() const { return ranks_[0]->rank->placement(); }
 
 std::vector<engine::RequestDelta> DataParallelEngine::step() {

@@ -22,6 +22,7 @@
 #include "dist/ep_moe.h"
 #include "dist/ep_transport.h"
 #include "engine/llm_engine.h"
+#include "engine/request_engine.h"
 
 namespace deepinfer::dp {
 
@@ -73,25 +74,31 @@ class DataParallelRank {
   RankStats stats_;  // busy / idle steps (ep filled in by stats())
 };
 
-// Ranks as threads of this process (dist::LocalHub), behind one add_request / step interface.
-class DataParallelEngine {
+// Ranks as threads of this process (dist::LocalHub), behind the engine interface GenerationRun and
+// the server drive (EngineConfig::data_parallel_size).
+class DataParallelEngine final : public engine::RequestEngine {
  public:
   // models[r] is rank r's model (the same checkpoint on each; DeepSeek-V4). `tokenizer` may be null.
   DataParallelEngine(std::vector<std::unique_ptr<model::CausalLM>> models, const Tokenizer* tokenizer,
                      DataParallelOptions options = {});
-  ~DataParallelEngine();
+  ~DataParallelEngine() override;
   DataParallelEngine(const DataParallelEngine&) = delete;
   DataParallelEngine& operator=(const DataParallelEngine&) = delete;
 
   int data_parallel_size() const { return static_cast<int>(ranks_.size()); }
   // As LLMEngine::add_request, on the least loaded rank (lowest rank of equals); returns an id of
   // this engine (ranks' own ids are not exposed).
-  uint64_t add_request(std::vector<int32_t> prompt, engine::RequestParams params);
-  bool abort(uint64_t id);
+  uint64_t add_request(std::vector<int32_t> prompt, engine::RequestParams params) override;
+  bool abort(uint64_t id) override;
   // One lockstep step of every rank (none when no rank has work); the deltas of all ranks, rank 0's
   // first, with this engine's ids. A rank's failure stops the others and is rethrown here.
-  std::vector<engine::RequestDelta> step();
-  bool has_unfinished() const;
+  std::vector<engine::RequestDelta> step() override;
+  bool has_unfinished() const override;
+  int64_t context_limit() const override { return ranks_[0]->rank->engine().context_limit(); }
+  // The ranks' counters added up, but `steps`: the lockstep steps that ran (every rank's forward or
+  // idle step at once).
+  engine::EngineStats stats() const override;
+  engine::EngineUsage usage() const override;  // the ranks' pools added up
 
   int rank_of(uint64_t id) const;
   RankStats rank_stats(int rank) const;

@@ -94,6 +94,36 @@ LLMEngine::LLMEngine(const model::CausalLM& model, const Tokenizer* tokenizer, E
 
 LLMEngine::~LLMEngine() = default;
 
+EngineUsage LLMEngine::usage() const {
+  EngineUsage u;
+  u.running = scheduler_.num_running();
+  u.waiting = scheduler_.num_waiting();
+  u.blocks_total = pool_.num_blocks();
+  u.blocks_in_use = pool_.num_blocks() - available_blocks();
+  const int64_t snapshot_slots = prefix_cache_ ? prefix_cache_->snapshot_slots() : 0;
+  u.slots_total = pool_.num_slots() - snapshot_slots;
+  u.slots_in_use = pool_.num_slots() - pool_.free_slot_count() - snapshot_slots;
+  u.pool_bytes = pool_.allocated_bytes();
+  u.block_tokens = pool_.layout().block_tokens;
+  u.prefix_caching = prefix_cache_ != nullptr;
+  if (prefix_cache_) u.prefix = prefix_cache_->stats();
+  return u;
+}
+
+EngineStats& operator+=(EngineStats& a, const EngineStats& b) {
+  a.steps += b.steps;
+  a.preemptions += b.preemptions;
+  a.scheduled_tokens += b.scheduled_tokens;
+  a.prompt_tokens += b.prompt_tokens;
+  a.generated_tokens += b.generated_tokens;
+  a.finished_requests += b.finished_requests;
+  a.aborted_requests += b.aborted_requests;
+  a.computed_prompt_tokens += b.computed_prompt_tokens;
+  a.cached_prompt_tokens += b.cached_prompt_tokens;
+  a.replayed_tokens += b.replayed_tokens;
+  return a;
+}
+
 uint64_t LLMEngine::add_request(std::vector<int32_t> prompt, RequestParams params) {
   const int64_t vocab = model_.vocab_size();
   params.sampling.validate(vocab);

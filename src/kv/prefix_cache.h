@@ -43,6 +43,19 @@ struct PrefixCacheStats {
   double hit_rate() const {
     return queried_tokens ? static_cast<double>(hit_tokens) / static_cast<double>(queried_tokens) : 0.0;
   }
+  // Several caches' counters added up (data-parallel ranks).
+  PrefixCacheStats& operator+=(const PrefixCacheStats& o) {
+    queries += o.queries;
+    hits += o.hits;
+    queried_tokens += o.queried_tokens;
+    hit_tokens += o.hit_tokens;
+    evicted_blocks += o.evicted_blocks;
+    cached_blocks += o.cached_blocks;
+    snapshots_taken += o.snapshots_taken;
+    snapshots_evicted += o.snapshots_evicted;
+    shortened_hits += o.shortened_hits;
+    return *this;
+  }
 };
 
 class PrefixCache {

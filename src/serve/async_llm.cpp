@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "core/error.h"
-#include "engine/llm_impl.h"
+#include "llm/llm_impl.h"
 
 namespace deepinfer::serve {
 
@@ -272,22 +272,8 @@ void AsyncLLM::dispatch(std::vector<StreamEvent>& events) {
 }
 
 void AsyncLLM::record_engine_gauges() {
-  const engine::LLMEngine& engine = *LLMInternals::impl(llm_).engine;
-  const kv::StatePool& pool = engine.pool();
-  EngineGauges g;
-  g.running = engine.scheduler().num_running();
-  g.waiting = engine.scheduler().num_waiting();
-  g.blocks_total = pool.num_blocks();
-  g.blocks_in_use = pool.num_blocks() - engine.available_blocks();
-  const int64_t snapshot_slots = engine.prefix_cache() ? engine.prefix_cache()->snapshot_slots() : 0;
-  g.slots_total = pool.num_slots() - snapshot_slots;
-  g.slots_in_use = pool.num_slots() - pool.free_slot_count() - snapshot_slots;
-  if (const kv::PrefixCache* cache = engine.prefix_cache()) {
-    g.prefix_queried_tokens = cache->stats().queried_tokens;
-    g.prefix_hit_tokens = cache->stats().hit_tokens;
-  }
-  g.preemptions = engine.stats().preemptions;
-  metrics_.set_engine(g);
+  const engine::RequestEngine& engine = *LLMInternals::impl(llm_).engine;
+  metrics_.set_engine({engine.usage(), engine.stats().preemptions});
 }
 
 }  // namespace deepinfer::serve

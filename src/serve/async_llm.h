@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "deepinfer/llm.h"
-#include "engine/generation_run.h"
+#include "llm/generation_run.h"
 #include "serve/metrics.h"
 
 namespace deepinfer::serve {

@@ -129,23 +129,23 @@ std::string Metrics::render() const {
     out += fmt::format("{}_total{{{}}} {}\n", name, model, number(value));
   };
   gauge("deepinfer:num_requests_running", "Sequences running on the engine (one per request, n for a request with n > 1).",
-        static_cast<double>(engine_.running));
+        static_cast<double>(engine_.usage.running));
   gauge("deepinfer:num_requests_waiting", "Sequences waiting to be scheduled (queued or preempted).",
-        static_cast<double>(engine_.waiting));
+        static_cast<double>(engine_.usage.waiting));
   gauge("deepinfer:kv_cache_usage_perc",
         "Fraction of KV-cache blocks held by live requests (1 = full); cached blocks no request holds are free.",
-        engine_.blocks_total ? static_cast<double>(engine_.blocks_in_use) / static_cast<double>(engine_.blocks_total)
+        engine_.usage.blocks_total ? static_cast<double>(engine_.usage.blocks_in_use) / static_cast<double>(engine_.usage.blocks_total)
                              : 0.0);
   gauge("deepinfer:kv_cache_blocks_in_use", "KV-cache blocks held by live requests.",
-        static_cast<double>(engine_.blocks_in_use));
-  gauge("deepinfer:kv_cache_blocks_total", "KV-cache blocks in the state pool.", static_cast<double>(engine_.blocks_total));
+        static_cast<double>(engine_.usage.blocks_in_use));
+  gauge("deepinfer:kv_cache_blocks_total", "KV-cache blocks in the state pool.", static_cast<double>(engine_.usage.blocks_total));
   gauge("deepinfer:state_slots_in_use", "Sliding-window state slots held by live requests.",
-        static_cast<double>(engine_.slots_in_use));
-  gauge("deepinfer:state_slots_total", "Sliding-window state slots for requests.", static_cast<double>(engine_.slots_total));
+        static_cast<double>(engine_.usage.slots_in_use));
+  gauge("deepinfer:state_slots_total", "Sliding-window state slots for requests.", static_cast<double>(engine_.usage.slots_total));
   counter("deepinfer:prefix_cache_queries", "Prompt tokens looked up in the prefix cache.",
-          static_cast<double>(engine_.prefix_queried_tokens));
+          static_cast<double>(engine_.usage.prefix.queried_tokens));
   counter("deepinfer:prefix_cache_hits", "Prompt tokens served by the prefix cache.",
-          static_cast<double>(engine_.prefix_hit_tokens));
+          static_cast<double>(engine_.usage.prefix.hit_tokens));
   counter("deepinfer:num_preemptions", "Sequences preempted for lack of KV-cache blocks (recomputed later).",
           static_cast<double>(engine_.preemptions));
   counter("deepinfer:prompt_tokens", "Prompt tokens of admitted requests.", static_cast<double>(prompt_tokens_));

@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "engine/request_engine.h"
+
 namespace deepinfer::serve {
 
 class Histogram {
@@ -26,12 +28,10 @@ class Histogram {
   uint64_t count_ = 0;
 };
 
-// What the engine loop reads off the engine after each step.
+// What the engine loop reads off the engine after each step: its pools (blocks and slots held by
+// live sequences; cached-only blocks count as free) and its preemptions so far.
 struct EngineGauges {
-  int64_t running = 0, waiting = 0;
-  int64_t blocks_total = 0, blocks_in_use = 0;  // blocks held by live sequences (cached-only blocks are free)
-  int64_t slots_total = 0, slots_in_use = 0;    // window-state slots held by live sequences
-  int64_t prefix_queried_tokens = 0, prefix_hit_tokens = 0;
+  engine::EngineUsage usage;
   int64_t preemptions = 0;
 };
 

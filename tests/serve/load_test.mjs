@@ -6,7 +6,8 @@
 // summary line: requests/s, TTFT p50/p99 (client-side), completed/aborted counts.
 //
 //   node tests/serve/load_test.mjs [--requests 1000] [--disconnect 0.3] [--max-tokens 24]
-//        [--time-limit 600] [--seed 1] [--url http://127.0.0.1:PORT]   (default: starts its own server)
+//        [--time-limit 600] [--seed 1] [--data-parallel-size 1]
+//        [--url http://127.0.0.1:PORT]   (default: starts its own server, with that many data-parallel ranks)
 import http from 'node:http';
 import { parseArgs } from 'node:util';
 import { scrape, startServer, waitIdle } from './server.mjs';
@@ -18,6 +19,7 @@ const { values: opts } = parseArgs({
     'max-tokens': { type: 'string', default: '24' },
     'time-limit': { type: 'string', default: '600' },
     seed: { type: 'string', default: '1' },
+    'data-parallel-size': { type: 'string', default: '1' },
     url: { type: 'string' },
   },
 });
@@ -39,7 +41,8 @@ const random = () => {
   return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
 };
 
-const server = opts.url ? null : await startServer(['--max-num-seqs', '64']);
+const server = opts.url ? null
+  : await startServer(['--max-num-seqs', '64', '--data-parallel-size', opts['data-parallel-size']]);
 const url = opts.url ?? server.url;
 const deadline = Date.now() + TIME_LIMIT_MS;
 const verses = ['In the beginning', 'The LORD is my shepherd;', 'And God said,', 'Blessed are the meek:', 'Jesus wept.'];

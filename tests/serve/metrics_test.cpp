@@ -26,7 +26,7 @@ TEST(Metrics, RenderNamesCountersWithTotalAndEscapesLabels) {
   Metrics m("we\"ird");
   m.prompt_tokens(5);
   m.request_finished("stop", 5, 2, 0.3);
-  m.set_engine({.running = 1, .waiting = 2, .blocks_total = 10, .blocks_in_use = 4});
+  m.set_engine({.usage = {.running = 1, .waiting = 2, .blocks_total = 10, .blocks_in_use = 4}});
   const std::string text = m.render();
   EXPECT_NE(text.find("# TYPE deepinfer:prompt_tokens_total counter\n"), std::string::npos);
   EXPECT_NE(text.find("deepinfer:prompt_tokens_total{model_name=\"we\\\"ird\"} 5\n"), std::string::npos);

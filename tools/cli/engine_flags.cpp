@@ -1,5 +1,6 @@
 #include "cli/engine_flags.h"
 
+#include "core/error.h"
 #include "engine/memory_budget.h"
 
 namespace deepinfer::cli {
@@ -37,10 +38,35 @@ void add_engine_flags(CLI::App& sub, EngineFlags& flags) {
                  "bounds prefill: the decoder layers run over only the last N prompt tokens (0: over all of them)")
       ->default_val(140)
       ->check(CLI::NonNegativeNumber);
+  sub.add_option("--data-parallel-size", flags.data_parallel_size,
+                 "Attention data parallelism with expert parallelism: this many ranks, each with its own model "
+                 "instance, scheduler, state pool (--kv-memory and --max-num-seqs are per rank) and prefix cache, "
+                 "stepping together; the routed experts are shared out over the ranks and tokens travel to them. "
+                 "Ranks are threads on the CPU backend (DeepSeek-V4); with DEEPINFER_BATCH_INVARIANT=1 outputs equal "
+                 "one engine's bit for bit")
+      ->default_val(1)
+      ->check(CLI::Range(1, 64));
+  sub.add_flag("--enable-eplb", flags.enable_eplb,
+               "Expert load balancing across the data-parallel ranks: re-plan expert placement every "
+               "--eplb-step-interval steps from the routed-token counts of the last --eplb-window-size steps");
+  sub.add_option("--eplb-window-size", flags.eplb_window_size, "Steps of expert load EPLB plans from")
+      ->default_val(1000)
+      ->check(CLI::PositiveNumber);
+  sub.add_option("--eplb-step-interval", flags.eplb_step_interval, "Steps between EPLB re-plans")
+      ->default_val(3000)
+      ->check(CLI::PositiveNumber);
+  sub.add_option("--num-redundant-experts", flags.num_redundant_experts,
+                 "Extra replicas of hot experts per layer when EPLB re-plans (with --enable-eplb)")
+      ->default_val(0)
+      ->check(CLI::NonNegativeNumber);
 }
 
 void check_engine_flags(const EngineFlags& flags) {
   if (flags.kv_memory) engine::parse_memory_size(*flags.kv_memory);
+  DEEPINFER_CHECK(!flags.enable_eplb || flags.data_parallel_size > 1,
+                  "--enable-eplb balances experts across data-parallel ranks: give --data-parallel-size N (N > 1)");
+  DEEPINFER_CHECK(flags.num_redundant_experts == 0 || flags.enable_eplb,
+                  "--num-redundant-experts places replicas when EPLB re-plans: give --enable-eplb too");
 }
 
 EngineConfig engine_config(const EngineFlags& flags, std::optional<uint64_t> seed,
@@ -55,6 +81,11 @@ EngineConfig engine_config(const EngineFlags& flags, std::optional<uint64_t> see
   config.threads = flags.threads;
   config.device = flags.device;
   config.seed = seed;
+  config.data_parallel_size = flags.data_parallel_size;
+  config.enable_eplb = flags.enable_eplb;
+  config.eplb_window_size = flags.eplb_window_size;
+  config.eplb_step_interval = flags.eplb_step_interval;
+  config.num_redundant_experts = flags.num_redundant_experts;
   config.load_progress = std::move(progress);
   return config;
 }

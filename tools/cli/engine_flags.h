@@ -1,6 +1,6 @@
 #pragma once
 // The engine flags `generate` and `serve` share (vLLM's names where vLLM has them): memory,
-// batching, prefix caching, device, threads.
+// batching, prefix caching, device, threads, data parallelism and EPLB.
 #include <CLI/CLI.hpp>
 #include <deepinfer/llm.h>
 
@@ -20,6 +20,11 @@ struct EngineFlags {
   int64_t max_num_batched_tokens = 2048;
   bool no_prefix_caching = false;
   int64_t swa_replay_keep = 140;
+  int64_t data_parallel_size = 1;
+  bool enable_eplb = false;
+  int64_t eplb_window_size = 1000;
+  int64_t eplb_step_interval = 3000;
+  int64_t num_redundant_experts = 0;
 };
 
 void add_engine_flags(CLI::App& sub, EngineFlags& flags);

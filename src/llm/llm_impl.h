@@ -10,7 +10,7 @@
 #include "core/error.h"
 #include "deepinfer/llm.h"
 #include "encoding/chat_encoding.h"
-#include "engine/llm_engine.h"
+#include "engine/request_engine.h"
 #include "model/model.h"
 #include "tokenizer/tokenizer.h"
 
@@ -19,9 +19,12 @@ namespace deepinfer {
 struct LLM::Impl {
   std::filesystem::path model_dir;
   bool batch_invariant = false;
-  std::unique_ptr<model::CausalLM> model;
+  int64_t vocab_size = 0;
   std::optional<Tokenizer> tokenizer;
-  std::unique_ptr<engine::LLMEngine> engine;
+  // The model(s) and their engine: one LLMEngine over `model`, or (data_parallel_size > 1) a
+  // dp::DataParallelEngine that owns a model per rank (`model` null).
+  std::unique_ptr<model::CausalLM> model;
+  std::unique_ptr<engine::RequestEngine> engine;
   // Set while a generate()/chat() call or a GenerationStream owns the engine: its steps would
   // also advance (and swallow the deltas of) any other caller's requests.
   bool busy = false;

@@ -6,8 +6,8 @@
 #include "core/error.h"
 #include "deepinfer/llm.h"
 #include "encoding/protected_prompt.h"
-#include "engine/generation_run.h"
-#include "engine/llm_impl.h"
+#include "llm/generation_run.h"
+#include "llm/llm_impl.h"
 
 namespace deepinfer {
 

@@ -25,7 +25,7 @@ class GenerationRun {
   };
 
   // `busy` is the LLM's flag (throws when already set; cleared again on destruction).
-  GenerationRun(engine::LLMEngine& engine, const Tokenizer* tokenizer, bool& busy);
+  GenerationRun(engine::RequestEngine& engine, const Tokenizer* tokenizer, bool& busy);
   ~GenerationRun();
   GenerationRun(const GenerationRun&) = delete;
   GenerationRun& operator=(const GenerationRun&) = delete;
@@ -53,7 +53,7 @@ class GenerationRun {
     encoding::StreamingOutputParser parser;
   };
 
-  engine::LLMEngine& engine_;
+  engine::RequestEngine& engine_;
   const Tokenizer* tokenizer_;
   bool& busy_;
   std::vector<RequestOutput> outputs_;

@@ -6,10 +6,11 @@
 #include <unordered_map>
 
 #include "core/error.h"
-#include "engine/generation_run.h"
+#include "dp/data_parallel_engine.h"
 #include "engine/llm_engine.h"
-#include "engine/llm_impl.h"
 #include "engine/public_params.h"
+#include "llm/generation_run.h"
+#include "llm/llm_impl.h"
 #include "model/model.h"
 #include "tokenizer/tokenizer.h"
 
@@ -44,6 +45,47 @@ void add_prompts(const Tokenizer* tokenizer, GenerationRun& run, const std::vect
   }
 }
 
+// data_parallel_size ranks as threads (dp::DataParallelEngine): a model per rank, experts shared out.
+std::unique_ptr<engine::RequestEngine> data_parallel_engine(const std::filesystem::path& model_dir,
+                                                            model::LoadOptions load, const Tokenizer* tokenizer,
+                                                            engine::EngineOptions options, const EngineConfig& config,
+                                                            int64_t& vocab_size) {
+  const int64_t ranks = config.data_parallel_size;
+  DEEPINFER_CHECK(ranks >= 1 && ranks <= 64, "data_parallel_size must be in [1, 64], got {}", ranks);
+  DEEPINFER_CHECK(load.device == "cpu",
+                  "data_parallel_size > 1 runs its ranks as threads on the CPU backend; on GPUs it needs a process "
+                  "per GPU over NCCL, which is not built yet (issue #14)");
+  DEEPINFER_CHECK(config.eplb_window_size >= 1 && config.eplb_step_interval >= 1 && config.num_redundant_experts >= 0,
+                  "eplb_window_size and eplb_step_interval must be >= 1 and num_redundant_experts >= 0, got {}, {}, {}",
+                  config.eplb_window_size, config.eplb_step_interval, config.num_redundant_experts);
+  DEEPINFER_CHECK(config.enable_eplb || config.num_redundant_experts == 0,
+                  "num_redundant_experts places extra expert replicas when EPLB re-plans: set enable_eplb too");
+  std::vector<std::unique_ptr<model::CausalLM>> models;
+  const auto progress = load.progress;
+  for (int64_t r = 0; r < ranks; ++r) {
+    // One bar over every rank's load.
+    if (progress)
+      load.progress = [&progress, r, ranks](size_t done, size_t total) {
+        progress(static_cast<size_t>(r) * total + done, static_cast<size_t>(ranks) * total);
+      };
+    models.push_back(model::load_model(model_dir, load));
+    const io::ModelConfig& cfg = models.back()->config();
+    DEEPINFER_CHECK(cfg.model_type == "deepseek_v4",
+                    "data_parallel_size > 1 shares the routed experts out over the ranks, which runs DeepSeek-V4 "
+                    "(model_type deepseek_v4) so far, not {}", cfg.model_type);
+  }
+  const io::ModelConfig& cfg = models[0]->config();
+  vocab_size = models[0]->vocab_size();
+  dp::DataParallelOptions dp;
+  dp.engine = std::move(options);
+  dp.load_window_steps = config.eplb_window_size;
+  dp.rebalance_every = config.enable_eplb ? config.eplb_step_interval : 0;
+  // Physical expert slots per layer: the experts plus the redundant replicas, rounded up to a
+  // whole number per rank (as the starting placement is).
+  dp.rebalance_slots = (cfg.n_routed_experts + config.num_redundant_experts + ranks - 1) / ranks * ranks;
+  return std::make_unique<dp::DataParallelEngine>(std::move(models), tokenizer, std::move(dp));
+}
+
 }  // namespace
 
 
@@ -62,7 +104,7 @@ LLM::LLM(const std::filesystem::path& model_dir, EngineConfig config) : impl_(st
   load.decoder_replay_keep = config.swa_replay_keep;  // V4.1: the decoder's share of prefill (0 = exact)
   if (!config.device.empty()) load.device = config.device;
   if (std::filesystem::exists(model_dir / "tokenizer.json")) impl_->tokenizer.emplace(Tokenizer::from_model_dir(model_dir));
-  impl_->model = model::load_model(model_dir, load);
+  const Tokenizer* tokenizer = impl_->tokenizer ? &*impl_->tokenizer : nullptr;
 
   engine::EngineOptions options;
   options.limits.max_num_seqs = config.max_num_seqs;
@@ -72,8 +114,15 @@ LLM::LLM(const std::filesystem::path& model_dir, EngineConfig config) : impl_(st
   options.seed = config.seed;
   options.enable_prefix_caching = config.enable_prefix_caching;
   options.swa_replay_keep = config.swa_replay_keep;
-  impl_->engine = std::make_unique<engine::LLMEngine>(
-      *impl_->model, impl_->tokenizer ? &*impl_->tokenizer : nullptr, std::move(options));
+  if (config.data_parallel_size == 1) {
+    DEEPINFER_CHECK(!config.enable_eplb, "enable_eplb balances experts across data-parallel ranks: it needs "
+                                         "data_parallel_size > 1");
+    impl_->model = model::load_model(model_dir, load);
+    impl_->vocab_size = impl_->model->vocab_size();
+    impl_->engine = std::make_unique<engine::LLMEngine>(*impl_->model, tokenizer, std::move(options));
+    return;
+  }
+  impl_->engine = data_parallel_engine(model_dir, load, tokenizer, std::move(options), config, impl_->vocab_size);
 }
 
 LLM::~LLM() = default;
@@ -109,22 +158,22 @@ std::vector<int32_t> LLM::encode(const std::string& text) const { return impl_->
 std::string LLM::decode(const std::vector<int32_t>& ids, bool skip_special_tokens) const {
   return impl_->need_tokenizer().decode(ids, skip_special_tokens);
 }
-int64_t LLM::vocab_size() const { return impl_->model->vocab_size(); }
+int64_t LLM::vocab_size() const { return impl_->vocab_size; }
 int64_t LLM::context_limit() const { return impl_->engine->context_limit(); }
-size_t LLM::kv_memory_bytes() const { return impl_->engine->pool().allocated_bytes(); }
-int64_t LLM::kv_num_blocks() const { return impl_->engine->pool().num_blocks(); }
-int64_t LLM::kv_block_tokens() const { return impl_->engine->pool().layout().block_tokens; }
+size_t LLM::kv_memory_bytes() const { return impl_->engine->usage().pool_bytes; }
+int64_t LLM::kv_num_blocks() const { return impl_->engine->usage().blocks_total; }
+int64_t LLM::kv_block_tokens() const { return impl_->engine->usage().block_tokens; }
 bool LLM::batch_invariant() const { return impl_->batch_invariant; }
 
 EngineStats LLM::stats() const {
-  const auto& s = impl_->engine->stats();
+  const engine::EngineStats s = impl_->engine->stats();
   EngineStats out{s.steps, s.preemptions, s.scheduled_tokens, s.prompt_tokens, s.generated_tokens};
   out.computed_prompt_tokens = s.computed_prompt_tokens;
   out.cached_prompt_tokens = s.cached_prompt_tokens;
   out.replayed_tokens = s.replayed_tokens;
-  if (const kv::PrefixCache* cache = impl_->engine->prefix_cache()) {
-    out.prefix_cache_hit_rate = cache->stats().hit_rate();
-    out.prefix_cache_evicted_blocks = cache->stats().evicted_blocks;
+  if (const engine::EngineUsage u = impl_->engine->usage(); u.prefix_caching) {
+    out.prefix_cache_hit_rate = u.prefix.hit_rate();
+    out.prefix_cache_evicted_blocks = u.prefix.evicted_blocks;
   }
   return out;
 }

@@ -1,4 +1,4 @@
-#include "engine/generation_run.h"
+#include "llm/generation_run.h"
 
 #include <algorithm>
 
@@ -30,7 +30,7 @@ AssistantMessage to_public(const encoding::ParsedMessage& m) {
 
 }  // namespace
 
-GenerationRun::GenerationRun(engine::LLMEngine& engine, const Tokenizer* tokenizer, bool& busy)
+GenerationRun::GenerationRun(engine::RequestEngine& engine, const Tokenizer* tokenizer, bool& busy)
     : engine_(engine), tokenizer_(tokenizer), busy_(busy) {
   DEEPINFER_CHECK(!busy_, "this LLM is already generating (one generate()/chat() call or open GenerationStream at a "
                           "time): finish or destroy the other first");
