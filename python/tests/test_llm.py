@@ -118,6 +118,19 @@ class GenerateTest(unittest.TestCase):
         self.assertGreater(ticks, 1000 * elapsed, f"{ticks} ticks in {elapsed:.2f}s")
 
 
+class DataParallelTest(unittest.TestCase):
+    def test_ranks_give_one_engines_outputs(self):
+        prompts = [PROMPT, "And the earth", "The LORD is my shepherd;", "Jesus wept."]
+        params = [greedy(20), SamplingParams(temperature=0.8, seed=3, max_tokens=9), greedy(5), greedy(14)]
+        want = [r.outputs[0].token_ids for r in kjv().generate(prompts, params)]
+        dp = LLM(KJV, max_num_seqs=8, enable_prefix_caching=False, batch_invariant=True, data_parallel_size=2,
+                 enable_eplb=True, eplb_step_interval=4, num_redundant_experts=2)
+        self.assertEqual([r.outputs[0].token_ids for r in dp.generate(prompts, params)], want)
+        with self.assertRaises(ValueError) as caught:
+            LLM(KJV, enable_eplb=True)
+        self.assertIn("data_parallel_size > 1", str(caught.exception))
+
+
 class ChatTest(unittest.TestCase):
     MESSAGES = [{"role": "system", "content": "You are terse."}, {"role": "user", "content": "Who made the light?"}]
 
