@@ -287,11 +287,13 @@ class Backend {
   // / sqrt(D); weight [n, D]; the result rounded to bf16.
   virtual void engram_gate(TensorView residual, TensorView kv, const float* weight, float eps);
   // Engram hash ids [layers, T, columns] I32 of the step's tokens (compressed ids) from each
-  // sequence's id history, kept in the ring `history` (window >= max_ngram - 1, head_dim 1); history
-  // below a sequence's window_floor (bounded replay after a prefix hit) counts as before its start.
+  // sequence's id history, kept in the ring `history` (window >= max_ngram - 1, head_dim 1). Below a
+  // sequence's window_floor (bounded replay after a prefix hit: the ring holds another sequence's
+  // ids) the history comes from `floor_history`, [seqs, max_ngram - 1] compressed ids of positions
+  // start - max_ngram + 1 .. start - 1 (pad_id where unknown); empty: pad_id there.
   virtual void engram_hash(const EngramHashParams& p, const WindowLayout& history,
-                           std::span<const int32_t> compressed_ids, std::span<const SeqSlice> seqs,
-                           const StateStorage& state, TensorView hash_ids);
+                           std::span<const int32_t> compressed_ids, std::span<const int32_t> floor_history,
+                           std::span<const SeqSlice> seqs, const StateStorage& state, TensorView hash_ids);
 };
 
 struct BackendOptions {

@@ -42,7 +42,7 @@ void Backend::moe_experts_v41(const MoeWeights&, const MoeV41Quant&, TensorView,
 }
 void Backend::engram_gate(TensorView, TensorView, const float*, float) { missing(*this, "engram_gate"); }
 void Backend::engram_hash(const EngramHashParams&, const WindowLayout&, std::span<const int32_t>,
-                          std::span<const SeqSlice>, const StateStorage&, TensorView) {
+                          std::span<const int32_t>, std::span<const SeqSlice>, const StateStorage&, TensorView) {
   missing(*this, "engram_hash");
 }
 

@@ -33,6 +33,10 @@ struct SeqSlice {
   // decoder for prompt positions before prompt_end - keep, in whichever chunk they come; without it
   // only a chunk that asks for logits counts as ending its prompt.
   int64_t prompt_end = 0;
+  // Its tokens before `start` (empty: not known, e.g. the single-sequence API). What a bounded
+  // replay cannot rebuild from state is taken from them: DeepSeek-V4.1's Engram n-gram history
+  // below window_floor.
+  std::span<const int32_t> prior_tokens;
 };
 
 // A compressor's state inside the pools (main KV compressor or the indexer's own).

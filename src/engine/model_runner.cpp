@@ -31,6 +31,7 @@ std::span<const float> ModelRunner::execute(const StepPlan& plan) {
     batch_.seqs.back().window_floor = s.window_floor;  // prefix-cache hit bounds (bounded replay)
     batch_.seqs.back().cached_until = s.cached_until;
     batch_.seqs.back().prompt_end = s.num_prompt_tokens;  // V4.1 decoder bounded replay
+    batch_.seqs.back().prior_tokens = std::span<const int32_t>(s.tokens).first(static_cast<size_t>(e.start));
   }
   model_.forward(batch_, pool_, logits_);
   const size_t rows = batch_.logit_rows.size();

@@ -253,7 +253,7 @@ TEST_P(BackendOps, EngramHashOverTwoSteps) {
     const SeqSlice seq{0, count, start, slot, blocks};
     auto out = DeviceI32::filled(*be, static_cast<size_t>(layers * count * cols), -7);
     V41_OR_SKIP(be->engram_hash(p, layout.layers[0].window, std::span(ids).subspan(static_cast<size_t>(start), static_cast<size_t>(count)),
-                                std::span(&seq, 1), pool.storage(), out.view({layers, count, cols})));
+                                {}, std::span(&seq, 1), pool.storage(), out.view({layers, count, cols})));
     const auto o = out.download();
     for (int64_t i = 0; i < count; ++i)
       for (int64_t l = 0; l < layers; ++l)
@@ -273,6 +273,56 @@ TEST_P(BackendOps, EngramHashOverTwoSteps) {
       }
     }
   EXPECT_EQ(got, want);
+}
+
+// A bounded replay after a prefix hit: the slot's ring holds another sequence's ids and the
+// window floor is the replay's start, so the n-gram history below it comes from floor_history
+// (the sequence's earlier tokens); the hash ids then equal those of the sequence computed from
+// position 0. Without floor_history the history below the floor is padding, as at a start.
+TEST_P(BackendOps, EngramHashBelowAReplayFloorTakesTheGivenHistory) {
+  const int64_t max_ngram = 3, layers = 1, heads = 2, cols = 4, W = 2;
+  const std::vector<int64_t> mult = {3, 5, 7}, primes = {5, 7, 11, 13}, offsets = {0, 5, 12, 23};
+  const backend::EngramHashParams p{max_ngram, layers, heads, 1, mult.data(), primes.data(), offsets.data()};
+  const kv::StateLayout layout = kv::plan_layout({{W, 1, {}, {}}}, 8);
+  kv::StatePool pool(layout, 2, 4, be->allocator());
+  const std::vector<int32_t> ids = {4, 9, 2, 7, 7, 3};
+  auto hash = [&](int32_t slot, int64_t start, int64_t floor, std::span<const int32_t> floor_history,
+                  std::vector<int32_t>& blocks) {
+    const int64_t count = static_cast<int64_t>(ids.size()) - start;
+    SeqSlice seq{0, count, start, slot, blocks};
+    seq.window_floor = floor;
+    auto out = DeviceI32::filled(*be, static_cast<size_t>(layers * count * cols), -7);
+    be->engram_hash(p, layout.layers[0].window, std::span(ids).subspan(static_cast<size_t>(start)), floor_history,
+                    std::span(&seq, 1), pool.storage(), out.view({layers, count, cols}));
+    return out.download();
+  };
+  std::vector<int32_t> blocks_a, blocks_b;
+  ASSERT_TRUE(pool.allocate_blocks(1, blocks_a));
+  ASSERT_TRUE(pool.allocate_blocks(1, blocks_b));
+  const int32_t a = *pool.allocate_slot(), b = *pool.allocate_slot();
+  std::vector<int32_t> full;
+  V41_OR_SKIP(full = hash(a, 0, 0, {}, blocks_a));  // positions 0-5 from the start
+  // Slot b's ring: another sequence's ids (this one's from the start, shifted), then a replay
+  // from position 3 with the floor there.
+  const std::vector<int32_t> other = {8, 8};
+  const int64_t other_start = 0;
+  {
+    SeqSlice seq{0, 2, other_start, b, blocks_b};
+    auto out = DeviceI32::filled(*be, static_cast<size_t>(layers * 2 * cols), -7);
+    be->engram_hash(p, layout.layers[0].window, other, {}, std::span(&seq, 1), pool.storage(),
+                    out.view({layers, 2, cols}));
+  }
+  const std::vector<int32_t> history = {ids[1], ids[2]};  // positions 1 and 2
+  const auto replayed = hash(b, 3, 3, history, blocks_b);
+  const std::vector<int32_t> want(full.begin() + 3 * cols, full.end());
+  EXPECT_EQ(replayed, want);
+  const auto padded = hash(b, 3, 3, {}, blocks_b);
+  EXPECT_NE(padded, want) << "without floor_history the history below the floor must be padding";
+  EXPECT_EQ(std::vector<int32_t>(padded.begin() + 2 * cols, padded.end()),
+            std::vector<int32_t>(want.begin() + 2 * cols, want.end()))
+      << "from position 5 on the history is the step's own tokens";
+  const std::vector<int32_t> short_history = {ids[2]};
+  EXPECT_THROW(hash(b, 3, 3, short_history, blocks_b), Error);
 }
 
 TEST_P(BackendOps, EngramGate) {

@@ -92,7 +92,7 @@ TEST_P(V41Parity, EngramTokenMapAndHashIdsMatchReference) {
       backend::SeqSlice seq{0, count, start, slot, blocks};
       m->backend().engram_hash(t.params(), m->state_layout().layers.back().window,
                                std::span(compressed).subspan(static_cast<size_t>(start), static_cast<size_t>(count)),
-                               std::span(&seq, 1), pool.storage(),
+                               {}, std::span(&seq, 1), pool.storage(),
                                TensorView::i32(out.data(), {layers, count, cols}));
       for (int64_t l = 0; l < layers; ++l)
         for (int64_t i = 0; i < count; ++i)

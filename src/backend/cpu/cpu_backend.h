@@ -95,8 +95,9 @@ class CpuBackend final : public backend::Backend {
                        TensorView experts, TensorView weights, TensorView out) override;
   void engram_gate(TensorView residual, TensorView kv, const float* weight, float eps) override;
   void engram_hash(const backend::EngramHashParams& p, const backend::WindowLayout& history,
-                   std::span<const int32_t> compressed_ids, std::span<const backend::SeqSlice> seqs,
-                   const backend::StateStorage& state, TensorView hash_ids) override;
+                   std::span<const int32_t> compressed_ids, std::span<const int32_t> floor_history,
+                   std::span<const backend::SeqSlice> seqs, const backend::StateStorage& state,
+                   TensorView hash_ids) override;
 
  private:
   // y [tokens, w.rows] = x W^T through the kernel the options ask for.

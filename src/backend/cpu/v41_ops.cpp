@@ -247,8 +247,8 @@ void CpuBackend::engram_gate(TensorView residual, TensorView kv, const float* we
 }
 
 void CpuBackend::engram_hash(const backend::EngramHashParams& p, const backend::WindowLayout& history,
-                             std::span<const int32_t> compressed_ids, std::span<const SeqSlice> seqs,
-                             const StateStorage& state, TensorView hash_ids) {
+                             std::span<const int32_t> compressed_ids, std::span<const int32_t> floor_history,
+                             std::span<const SeqSlice> seqs, const StateStorage& state, TensorView hash_ids) {
   const auto T = static_cast<int64_t>(compressed_ids.size());
   const int64_t cols = p.columns(), look = p.max_ngram - 1, W = history.window;
   DEEPINFER_CHECK(hash_ids.dtype == DType::I32 && hash_ids.numel() == p.layers * T * cols,
@@ -256,19 +256,27 @@ void CpuBackend::engram_hash(const backend::EngramHashParams& p, const backend::
   DEEPINFER_CHECK(history.head_dim == 1 && W >= look, "engram_hash: the history ring must hold {} ids", look);
   DEEPINFER_CHECK(state.dtype == DType::F32 && state.slots, "CPU state ops need F32 pools");
   backend::check_slices(seqs, T, state);
+  DEEPINFER_CHECK(floor_history.empty() || floor_history.size() == seqs.size() * static_cast<size_t>(look),
+                  "engram_hash: floor_history must hold {} ids per sequence, got {} for {} sequences", look,
+                  floor_history.size(), seqs.size());
   int32_t* out = hash_ids.i32();
   std::vector<int64_t> ids(static_cast<size_t>(p.max_ngram));
-  for (const SeqSlice& seq : seqs) {
+  for (size_t si = 0; si < seqs.size(); ++si) {
+    const SeqSlice& seq = seqs[si];
     float* ring = state.slot(seq.slot) + history.slot_offset;
     for (int64_t i = 0; i < seq.count; ++i) {
       const int64_t pos = seq.start + i, t = seq.begin + i;
       // ids[s] = compressed id at pos - s: the step's own tokens, earlier ones from the ring; below
-      // the window floor (a replay's start: the ring holds another sequence's ids) as at the start.
+      // the window floor (a replay's start: the ring holds another sequence's ids) from
+      // floor_history, or as at the start when there is none.
       for (int64_t s = 0; s < p.max_ngram; ++s) {
         const int64_t q = pos - s;
-        if (q < 0 || (q < seq.start && q < seq.window_floor)) ids[static_cast<size_t>(s)] = p.pad_id;
-        else if (q >= seq.start) ids[static_cast<size_t>(s)] = compressed_ids[static_cast<size_t>(seq.begin + q - seq.start)];
-        else ids[static_cast<size_t>(s)] = static_cast<int64_t>(ring[q % W]);
+        int64_t& id = ids[static_cast<size_t>(s)];
+        if (q < 0) id = p.pad_id;
+        else if (q >= seq.start) id = compressed_ids[static_cast<size_t>(seq.begin + q - seq.start)];
+        else if (q >= seq.window_floor) id = static_cast<int64_t>(ring[q % W]);
+        else if (floor_history.empty()) id = p.pad_id;
+        else id = floor_history[si * static_cast<size_t>(look) + static_cast<size_t>(q - (seq.start - look))];
       }
       for (int64_t l = 0; l < p.layers; ++l) {
         const int64_t* mult = p.multipliers + l * p.max_ngram;

@@ -134,8 +134,23 @@ void DeepseekV41::run(const ForwardBatch& batch, kv::StatePool& pool, std::vecto
   if (config_.engram.enabled()) {  // n-gram hash ids of every token, from the compressed ids
     std::vector<int32_t> compressed(static_cast<size_t>(T));
     for (int64_t t = 0; t < T; ++t) compressed[static_cast<size_t>(t)] = engram_.map.ids[static_cast<size_t>(batch.tokens[static_cast<size_t>(t)])];
+    // The ids just before each sequence's start, for a history its ring cannot give (below the
+    // window floor of a bounded replay): from its earlier tokens when the batch has them.
+    const backend::EngramHashParams params = engram_.params();
+    const int64_t look = params.max_ngram - 1;
+    std::vector<int32_t> floor_history(batch.seqs.size() * static_cast<size_t>(look), static_cast<int32_t>(params.pad_id));
+    for (size_t si = 0; si < batch.seqs.size(); ++si) {
+      const backend::SeqSlice& seq = batch.seqs[si];
+      for (int64_t j = 0; j < look; ++j) {
+        const int64_t q = seq.start - look + j;
+        if (q >= 0 && q < static_cast<int64_t>(seq.prior_tokens.size()))
+          floor_history[si * static_cast<size_t>(look) + static_cast<size_t>(j)] =
+              engram_.map.ids[static_cast<size_t>(seq.prior_tokens[static_cast<size_t>(q)])];
+      }
+    }
     step.hash_ids = workspace_.i32({engram_.layers, T, config_.engram.hash_columns()});
-    be.engram_hash(engram_.params(), layout_.layers.back().window, compressed, batch.seqs, step.state, step.hash_ids);
+    be.engram_hash(params, layout_.layers.back().window, compressed, floor_history, batch.seqs, step.state,
+                   step.hash_ids);
   }
 
   // Residual stream: hc_mult copies of the embedding; the first block's attention reads copy 0.
