@@ -117,7 +117,8 @@ struct EngineConfig {
   // (kv_memory_bytes and max_num_seqs are per rank) and prefix cache, stepping in lockstep; each
   // holds a share of the routed experts and the MoE layers exchange token rows between ranks. A
   // request runs on the rank with the fewest unfinished ones. Ranks are threads of this process
-  // on the CPU backend (DeepSeek-V4 models). With batch-invariant numerics the outputs equal one
+  // (DeepSeek-V4 models): on the CPU they share the cores; on GPUs (device "cuda") rank r runs on
+  // GPU r and the ranks exchange rows over NCCL. With batch-invariant numerics the outputs equal one
   // engine's bit for bit (a rank's batch holds other requests than one engine's would).
   int64_t data_parallel_size = 1;
   // Expert load balancing (EPLB) across the ranks: every eplb_step_interval steps, expert

@@ -161,6 +161,10 @@ class Backend {
   virtual void copy_to_host(void* host_dst, const void* src, size_t bytes) = 0;
   // Waits until every op issued so far has finished (a no-op on the CPU).
   virtual void synchronize() = 0;
+  // Makes this backend's device the calling thread's current one (CUDA: cudaSetDevice). A thread
+  // that runs a model on another GPU than the one it last used calls it first: a data-parallel rank
+  // does, once, on its own thread. A no-op on the CPU.
+  virtual void make_current() {}
 
   // --- dense ---
   // y [T, w.rows] = x [T, w.cols] W^T, W in its stored dtype, float32 accumulation.
@@ -298,6 +302,7 @@ class Backend {
 
 struct BackendOptions {
   bool batch_invariant = false;
+  int device_index = 0;  // which GPU (device backends), as CUDA numbers the visible ones
 };
 
 // The CPU reference backend (float32, threaded; see cpu/packed_linear.h for its GEMM).
@@ -307,5 +312,7 @@ std::unique_ptr<Backend> make_cpu_backend(const BackendOptions& options = {});
 // device is present), for test_backend_ops and `--device`.
 std::vector<std::string> available_backends();
 std::unique_ptr<Backend> make_backend(std::string_view name, const BackendOptions& options = {});
+// Devices of that backend here: 1 for "cpu", the visible GPUs for "cuda" (0 without CUDA).
+int device_count(std::string_view name);
 
 }  // namespace deepinfer::backend

@@ -14,15 +14,22 @@
 namespace deepinfer::backend {
 
 namespace {
-bool cuda_device_visible() {
+int cuda_devices() {
 #ifdef DEEPINFER_HAVE_CUDA
   int count = 0;
-  return cudaGetDeviceCount(&count) == cudaSuccess && count > 0;
+  return cudaGetDeviceCount(&count) == cudaSuccess ? count : 0;
 #else
-  return false;
+  return 0;
 #endif
 }
+bool cuda_device_visible() { return cuda_devices() > 0; }
 }  // namespace
+
+int device_count(std::string_view name) {
+  if (name == "cpu") return 1;
+  if (name == "cuda") return cuda_devices();
+  return 0;
+}
 
 std::unique_ptr<Backend> make_cpu_backend(const BackendOptions& options) {
   return std::make_unique<cpu::CpuBackend>(options);

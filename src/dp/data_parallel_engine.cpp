@@ -64,7 +64,8 @@ bool DataParallelRank::step(std::vector<engine::RequestDelta>& deltas) {
 // ---------------------------------------------------------------- ranks as threads
 
 DataParallelEngine::DataParallelEngine(std::vector<std::unique_ptr<model::CausalLM>> models,
-                                       const Tokenizer* tokenizer, DataParallelOptions options)
+                                       const Tokenizer* tokenizer, DataParallelOptions options,
+                                       TransportFactory make_transport)
     : options_(std::move(options)) {
   const int n = static_cast<int>(models.size());
   DEEPINFER_CHECK(n >= 1, "data parallelism needs at least one rank's model");
@@ -73,15 +74,36 @@ DataParallelEngine::DataParallelEngine(std::vector<std::unique_ptr<model::Causal
     DEEPINFER_CHECK(m && m->config().num_hidden_layers == cfg.num_hidden_layers &&
                         m->config().n_routed_experts == cfg.n_routed_experts && m->vocab_size() == cfg.vocab_size,
                     "data parallelism: every rank must load the same checkpoint");
-  hub_ = std::make_unique<dist::LocalHub>(n, options_.timeout);
+  if (!make_transport) {
+    hub_ = std::make_unique<dist::LocalHub>(n, options_.timeout);
+    make_transport = [hub = hub_.get()](int rank, int) { return hub->transport(rank); };
+  }
   for (int i = 0; i < n; ++i) {
     auto r = std::make_unique<Rank>();
     r->model = std::move(models[static_cast<size_t>(i)]);
-    r->transport = hub_->transport(i);
-    r->rank = std::make_unique<DataParallelRank>(*r->model, *r->transport, tokenizer, options_);
     ranks_.push_back(std::move(r));
   }
-  for (auto& r : ranks_) r->thread = std::thread([this, rp = r.get()] { rank_loop(*rp); });
+  // The factory is only used while the ranks set up, which the wait below covers.
+  for (int i = 0; i < n; ++i)
+    ranks_[static_cast<size_t>(i)]->thread = std::thread([this, i, tokenizer, &make_transport] {
+      rank_loop(*ranks_[static_cast<size_t>(i)], i, tokenizer, make_transport);
+    });
+  {
+    std::unique_lock<std::mutex> lock(mutex_);
+    cv_.wait(lock, [&] { return ready_ == n; });
+  }
+  for (auto& r : ranks_)
+    if (r->error) {
+      const std::exception_ptr error = r->error;
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        stopping_ = true;
+      }
+      cv_.notify_all();
+      for (auto& t : ranks_)
+        if (t->thread.joinable()) t->thread.join();
+      std::rethrow_exception(error);
+    }
 }
 
 DataParallelEngine::~DataParallelEngine() {
@@ -189,13 +211,27 @@ std::vector<engine::RequestDelta> DataParallelEngine::step() {
   return out;
 }
 
-void DataParallelEngine::rank_loop(Rank& r) {
+void DataParallelEngine::rank_loop(Rank& r, int index, const Tokenizer* tokenizer,
+                                   const TransportFactory& make_transport) {
+  try {
+    r.model->backend().make_current();
+    r.transport = make_transport(index, static_cast<int>(ranks_.size()));
+    r.rank = std::make_unique<DataParallelRank>(*r.model, *r.transport, tokenizer, options_);
+  } catch (...) {
+    r.error = std::current_exception();
+  }
+  const bool failed = static_cast<bool>(r.error);
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    ++ready_;
+  }
+  cv_.notify_all();
   uint64_t seen = 0;
-  while (true) {
+  while (!failed) {
     {
       std::unique_lock<std::mutex> lock(mutex_);
       cv_.wait(lock, [&] { return stopping_ || generation_ != seen; });
-      if (stopping_) return;
+      if (stopping_) break;
       seen = generation_;
     }
     try {
@@ -209,6 +245,11 @@ void DataParallelEngine::rank_loop(Rank& r) {
     }
     cv_.notify_all();
   }
+  // Torn down here, with the rank's device current: the engine and its pool, the transport, the
+  // model (its weights' device mirrors).
+  r.rank.reset();
+  r.transport.reset();
+  r.model.reset();
 }
 
 }  // namespace deepinfer::dp

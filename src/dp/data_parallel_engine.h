@@ -12,6 +12,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <exception>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -74,13 +75,21 @@ class DataParallelRank {
   RankStats stats_;  // busy / idle steps (ep filled in by stats())
 };
 
-// Ranks as threads of this process (dist::LocalHub), behind the engine interface GenerationRun and
-// the server drive (EngineConfig::data_parallel_size).
+// Makes rank `rank`'s end of the transport, on that rank's thread with its device current (NCCL's
+// communicators are made so, every rank at once).
+using TransportFactory = std::function<std::unique_ptr<dist::EpTransport>(int rank, int world)>;
+
+// Ranks as threads of this process, behind the engine interface GenerationRun and the server drive
+// (EngineConfig::data_parallel_size). Everything of rank r (its transport end, engine and state
+// pool, every forward, and their teardown) runs on rank r's own thread, which makes r's device
+// current once: on GPUs a thread per GPU, over NCCL.
 class DataParallelEngine final : public engine::RequestEngine {
  public:
-  // models[r] is rank r's model (the same checkpoint on each; DeepSeek-V4). `tokenizer` may be null.
+  // models[r] is rank r's model (the same checkpoint on each; DeepSeek-V4), on its own device.
+  // `tokenizer` may be null. `make_transport` empty: the ranks exchange rows through host memory
+  // (dist::LocalHub). Throws the first rank's error when a rank cannot be set up.
   DataParallelEngine(std::vector<std::unique_ptr<model::CausalLM>> models, const Tokenizer* tokenizer,
-                     DataParallelOptions options = {});
+                     DataParallelOptions options = {}, TransportFactory make_transport = {});
   ~DataParallelEngine() override;
   DataParallelEngine(const DataParallelEngine&) = delete;
   DataParallelEngine& operator=(const DataParallelEngine&) = delete;
@@ -120,7 +129,9 @@ class DataParallelEngine final : public engine::RequestEngine {
     int64_t requests = 0;
     std::thread thread;
   };
-  void rank_loop(Rank& r);
+  // Rank r's thread: sets the rank up (reporting through `ready_`), steps it when asked, tears it
+  // down at the end.
+  void rank_loop(Rank& r, int index, const Tokenizer* tokenizer, const TransportFactory& make_transport);
 
   DataParallelOptions options_;
   std::unique_ptr<dist::LocalHub> hub_;
@@ -134,6 +145,7 @@ class DataParallelEngine final : public engine::RequestEngine {
   std::condition_variable cv_;
   uint64_t generation_ = 0;
   int done_ = 0;
+  int ready_ = 0;  // ranks set up (or failed to be) at construction
   bool stopping_ = false;
 };
 

@@ -6,7 +6,11 @@
 #include <unordered_map>
 
 #include "core/error.h"
+#include "backend/backend.h"
 #include "dp/data_parallel_engine.h"
+#ifdef DEEPINFER_HAVE_NCCL
+#include "dist/nccl/nccl_transport.h"
+#endif
 #include "engine/llm_engine.h"
 #include "engine/public_params.h"
 #include "llm/generation_run.h"
@@ -52,9 +56,21 @@ std::unique_ptr<engine::RequestEngine> data_parallel_engine(const std::filesyste
                                                             int64_t& vocab_size) {
   const int64_t ranks = config.data_parallel_size;
   DEEPINFER_CHECK(ranks >= 1 && ranks <= 64, "data_parallel_size must be in [1, 64], got {}", ranks);
-  DEEPINFER_CHECK(load.device == "cpu",
-                  "data_parallel_size > 1 runs its ranks as threads on the CPU backend; on GPUs it needs a process "
-                  "per GPU over NCCL, which is not built yet (issue #14)");
+  // On GPUs: rank r on GPU r (a thread each), exchanging rows over NCCL. On the CPU: ranks share
+  // the cores and exchange rows through host memory.
+  const bool gpus = load.device != "cpu";
+  dp::TransportFactory transport;
+  if (gpus) {
+    const int visible = backend::device_count(load.device);
+    DEEPINFER_CHECK(ranks <= visible, "data_parallel_size {} puts one rank on each GPU, but {} {} device(s) are "
+                    "visible (CUDA_VISIBLE_DEVICES chooses them)", ranks, visible, load.device);
+#ifdef DEEPINFER_HAVE_NCCL
+    transport = [id = dist::nccl_unique_id()](int rank, int world) { return dist::make_nccl_transport(rank, world, id); };
+#else
+    fail("data_parallel_size > 1 on {} needs NCCL, which this build has not (configure with -DDEEPINFER_CUDA=ON)",
+         load.device);
+#endif
+  }
   DEEPINFER_CHECK(config.eplb_window_size >= 1 && config.eplb_step_interval >= 1 && config.num_redundant_experts >= 0,
                   "eplb_window_size and eplb_step_interval must be >= 1 and num_redundant_experts >= 0, got {}, {}, {}",
                   config.eplb_window_size, config.eplb_step_interval, config.num_redundant_experts);
@@ -68,6 +84,7 @@ std::unique_ptr<engine::RequestEngine> data_parallel_engine(const std::filesyste
       load.progress = [&progress, r, ranks](size_t done, size_t total) {
         progress(static_cast<size_t>(r) * total + done, static_cast<size_t>(ranks) * total);
       };
+    load.device_index = gpus ? static_cast<int>(r) : 0;
     models.push_back(model::load_model(model_dir, load));
     const io::ModelConfig& cfg = models.back()->config();
     DEEPINFER_CHECK(cfg.model_type == "deepseek_v4",
@@ -83,7 +100,7 @@ std::unique_ptr<engine::RequestEngine> data_parallel_engine(const std::filesyste
   // Physical expert slots per layer: the experts plus the redundant replicas, rounded up to a
   // whole number per rank (as the starting placement is).
   dp.rebalance_slots = (cfg.n_routed_experts + config.num_redundant_experts + ranks - 1) / ranks * ranks;
-  return std::make_unique<dp::DataParallelEngine>(std::move(models), tokenizer, std::move(dp));
+  return std::make_unique<dp::DataParallelEngine>(std::move(models), tokenizer, std::move(dp), std::move(transport));
 }
 
 }  // namespace

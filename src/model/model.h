@@ -49,6 +49,8 @@ struct LoadOptions {
   // a logits row and more than `keep` tokens), the layers after the last kv source run only over its
   // last `keep` tokens, window attention clamped there (approximate). 0: over every token (exact).
   int64_t decoder_replay_keep = 0;
+  // Which device of that backend (GPU index; data-parallel ranks take one each).
+  int device_index = 0;
 };
 
 // LoadOptions with the settings the environment asks for (DEEPINFER_BATCH_INVARIANT=1).

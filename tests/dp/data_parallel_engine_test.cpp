@@ -227,5 +227,27 @@ TEST(DataParallelEngine, ARankFailingStopsEveryRankWithItsError) {
   EXPECT_FALSE(e.abort(12345));
 }
 
+// Every rank sets itself up on its own thread (its transport end through the factory, then its
+// engine): one that cannot is the constructor's error, and the ranks that could are torn down.
+TEST(DataParallelEngine, ARankThatCannotBeSetUpFailsTheConstructorWithItsError) {
+  std::vector<std::unique_ptr<model::CausalLM>> models;
+  for (int r = 0; r < 2; ++r) models.push_back(model::load_model(kModel, invariant()));
+  dist::LocalHub hub(2, std::chrono::seconds(10));
+  std::vector<std::thread::id> threads(2);
+  try {
+    DataParallelEngine e(std::move(models), nullptr, {}, [&](int rank, int world) {
+      threads[static_cast<size_t>(rank)] = std::this_thread::get_id();
+      EXPECT_EQ(world, 2);
+      DEEPINFER_CHECK(rank != 1, "rank {} has no transport", rank);
+      return hub.transport(rank);
+    });
+    ADD_FAILURE() << "constructed";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("rank 1 has no transport"), std::string::npos) << e.what();
+  }
+  EXPECT_NE(threads[0], threads[1]) << "each rank sets up on its own thread";
+  EXPECT_NE(threads[0], std::this_thread::get_id());
+}
+
 }  // namespace
 }  // namespace deepinfer::dp

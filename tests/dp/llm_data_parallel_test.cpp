@@ -150,7 +150,7 @@ TEST(LLMDataParallel, RefusesWhatCannotWork) {
   expect_refused(kFixtures + "/v41_tiny_fp8", config(2), "not deepseek_v41");
   EngineConfig cuda = config(2);
   cuda.device = "cuda";
-  expect_refused(kKjv, cuda, "a process per GPU over NCCL");
+  expect_refused(kKjv, cuda, "puts one rank on each GPU");
 }
 
 }  // namespace

@@ -42,7 +42,8 @@ void add_engine_flags(CLI::App& sub, EngineFlags& flags) {
                  "Attention data parallelism with expert parallelism: this many ranks, each with its own model "
                  "instance, scheduler, state pool (--kv-memory and --max-num-seqs are per rank) and prefix cache, "
                  "stepping together; the routed experts are shared out over the ranks and tokens travel to them. "
-                 "Ranks are threads on the CPU backend (DeepSeek-V4); with DEEPINFER_BATCH_INVARIANT=1 outputs equal "
+                 "Ranks are threads (DeepSeek-V4): on the CPU they share the cores, with --device cuda rank r runs on "
+                 "GPU r and rows travel over NCCL. With DEEPINFER_BATCH_INVARIANT=1 outputs equal "
                  "one engine's bit for bit")
       ->default_val(1)
       ->check(CLI::Range(1, 64));

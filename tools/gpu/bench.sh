@@ -19,14 +19,11 @@
 # OURS_ARGS (extra deepinfer bench arguments), NCU=0.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-# tools/gpu/build.sh ships the binaries compressed.
-if [ -f .gpu/stage.tar.xz ]; then (cd .gpu && tar -xJf stage.tar.xz); fi
-root=$(pwd)
+source tools/gpu/stage_env.sh  # unpacks .gpu, sets root and the loader path (NCCL included)
 out=${OUT:-/tmp/deepinfer-bench}
 work=/tmp/dsv4
 logs=$work/deepinfer
 mkdir -p "$out" "$logs"
-export LD_LIBRARY_PATH="$root/.gpu/lib:${LD_LIBRARY_PATH:-}"
 export PYTHONUNBUFFERED=1
 T0=$(date +%s)
 DEADLINE_S=${DEADLINE_S:-560}

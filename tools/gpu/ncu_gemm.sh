@@ -9,11 +9,9 @@
 # Writes $OUT/ncu_gemm.txt (the report) and $OUT/ncu_gemm.ncu-rep (open in Nsight Compute).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-if [ -f .gpu/stage.tar.xz ]; then (cd .gpu && tar -xJf stage.tar.xz); fi
-root=$(pwd)
+source tools/gpu/stage_env.sh  # unpacks .gpu, sets root and the loader path (NCCL included)
 out=${OUT:-/tmp/deepinfer-ncu}
 mkdir -p "$out"
-export LD_LIBRARY_PATH="$root/.gpu/lib:${LD_LIBRARY_PATH:-}"
 src=/tmp/dsv4/src-ours
 [ -f "$src/config.json" ] || python3 tools/peer/dsv4_make_ckpt.py --out "$src" --ratios 4,128,4,128 \
   --tokenizer-dir tests/data/tokenizers/deepseek-v3 > "$out/gen.log" 2>&1 || { tail "$out/gen.log"; exit 1; }

@@ -6,16 +6,9 @@
 # devices; prints a summary table. Logs go to $OUT if set.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-# tools/gpu/build.sh ships the binaries compressed.
-if [ -f .gpu/stage.tar.xz ]; then (cd .gpu && tar -xJf stage.tar.xz); fi
-root=$(pwd)
+source tools/gpu/stage_env.sh  # unpacks .gpu, sets root and the loader path (NCCL included)
 out=${OUT:-/tmp/deepinfer-gpu}
 mkdir -p "$out"
-export LD_LIBRARY_PATH="$root/.gpu/lib:${LD_LIBRARY_PATH:-}"
-# NCCL (test_dist_nccl) is not carried (218 MB): the image's, from PyTorch's nvidia-nccl wheel.
-nccl_dir=$(python3 -c "import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], 'lib'))" 2>/dev/null)
-[ -n "$nccl_dir" ] && export LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$nccl_dir"
-echo "NCCL from ${nccl_dir:-nowhere (test_dist_nccl will fail to start)}"
 # The test binaries look for tests/data and models/ where they were built (/work/main).
 if [ "$root" != /work/main ] && [ ! -e /work/main ]; then mkdir -p /work && ln -s "$root" /work/main; fi
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$out/gpu.txt"

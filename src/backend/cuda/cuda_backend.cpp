@@ -31,13 +31,19 @@ CudaBackend::CudaBackend(const backend::BackendOptions& options) : options_(opti
   int count = 0;
   DEEPINFER_CUDA_CHECK(cudaGetDeviceCount(&count));
   DEEPINFER_CHECK(count > 0, "the CUDA backend needs a GPU; none is visible");
-  DEEPINFER_CUDA_CHECK(cudaSetDevice(0));
+  DEEPINFER_CHECK(options.device_index >= 0 && options.device_index < count,
+                  "CUDA device {} does not exist: {} visible (CUDA_VISIBLE_DEVICES chooses them)", options.device_index,
+                  count);
+  make_current();
 }
 
 CudaBackend::~CudaBackend() {
+  make_current();
   cudaDeviceSynchronize();
   if (pinned_) cudaFreeHost(pinned_);
 }
+
+void CudaBackend::make_current() { DEEPINFER_CUDA_CHECK(cudaSetDevice(options_.device_index)); }
 
 void CudaBackend::copy_to_backend(void* dst, const void* host_src, size_t bytes) {
   if (bytes) DEEPINFER_CUDA_CHECK(cudaMemcpy(dst, host_src, bytes, cudaMemcpyHostToDevice));

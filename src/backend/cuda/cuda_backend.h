@@ -72,6 +72,7 @@ class CudaBackend final : public backend::Backend {
   void copy_to_backend(void* dst, const void* host_src, size_t bytes) override;
   void copy_to_host(void* host_dst, const void* src, size_t bytes) override;
   void synchronize() override;
+  void make_current() override;
 
   void linear(const WeightMatrix& w, TensorView x, TensorView y) override;
   void grouped_linear(const WeightMatrix& w, int64_t groups, TensorView x, TensorView y) override;

@@ -15,7 +15,7 @@ DeepseekV4::DeepseekV4(io::ModelConfig config, std::unique_ptr<Weights> weights,
       rope_main_(config_.rope_main, config_.qk_rope_head_dim),
       rope_compress_(config_.rope_compress, config_.qk_rope_head_dim),
       ties_(options.batch_invariant ? TopKTies::LowerIndex : options.top_k_ties),
-      backend_(backend::make_backend(options.device, {.batch_invariant = options.batch_invariant})),
+      backend_(backend::make_backend(options.device, {.batch_invariant = options.batch_invariant, .device_index = options.device_index})),
       workspace_(backend_->allocator()) {
   mhc_.hc_mult = config_.hc_mult;
   mhc_.sinkhorn_iters = config_.hc_sinkhorn_iters;
