@@ -8,7 +8,7 @@
 # nproc) for a wall-clock -max_total_time of HOURS * 3600 / FUZZ_JOBS seconds: FUZZ_JOBS x wall
 # time = HOURS CPU-hours on an otherwise idle machine. What it really got is measured: user +
 # system time of the fuzzer and all its workers (bash's `time`); when that is short of the budget
-# (a machine shared with other work), further fork-mode rounds run for the rest (until 97% of it,
+# (a machine shared with other work), further fork-mode rounds run for the rest (until all of it,
 # 10 rounds at most). The table's CPU-hours column is the measured total. Targets run one after
 # another, each with all the workers.
 #
@@ -69,7 +69,7 @@ for t in "${selected[@]}"; do
   seeds=() committed=""
   if committed=$(committed_corpus "$corpora" "$name" "$dir/seeds"); then seeds+=("$committed"); fi
   # Rounds of fork mode until the target has had its CPU-hours: on a machine shared with other
-  # work the workers get less CPU than their wall time, so later rounds top the budget up (to 97%
+  # work the workers get less CPU than their wall time, so later rounds top the budget up (to all
   # of it, 10 rounds at most). Every round resumes from the corpus of the one before.
   TIMEFORMAT='%U %S'  # bash's `time`: user and system seconds of the fuzzer and all its workers
   used=0 execs=0 counted=0 round=0 stats="" no_stats=0
@@ -98,7 +98,7 @@ for t in "${selected[@]}"; do
     execs=$((execs + $(sed -nE 's/^#([0-9]+):.*/\1/p' <<< "$last")))
     # The parent counts every crashing worker, even two that found the same input.
     counted=$((counted + $(sed -nE 's|.* oom/timeout/crash: [0-9]+/[0-9]+/([0-9]+).*|\1|p' <<< "$last")))
-    awk -v b="$budget" -v u="$used" 'BEGIN { exit !(u >= 0.97 * b) }' && break
+    awk -v b="$budget" -v u="$used" 'BEGIN { exit !(u >= b) }' && break
     ((round < 10)) || break
   done
   cpu_hours=$(awk -v u="$used" 'BEGIN { printf "%.3f", u / 3600 }')

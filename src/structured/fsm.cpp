@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <tuple>
 #include <unordered_map>
 
 namespace deepinfer::structured {
@@ -223,44 +224,121 @@ bool Fsm::accepts(std::string_view bytes) const {
   return false;
 }
 
+namespace {
+
+// Strongly connected components of the epsilon graph (iterative Tarjan): comp[s] for every state,
+// numbered so that a component's epsilon successors come before it (reverse topological order).
+std::vector<int32_t> epsilon_components(const EpsNfa& eps, int32_t& count) {
+  const auto n = static_cast<int32_t>(eps.states.size());
+  std::vector<int32_t> comp(static_cast<size_t>(n), -1), index(static_cast<size_t>(n), -1), low(static_cast<size_t>(n), 0);
+  std::vector<char> on_stack(static_cast<size_t>(n), 0);
+  std::vector<int32_t> stack;
+  std::vector<std::pair<int32_t, size_t>> call;  // (state, next epsilon edge to look at)
+  int32_t next_index = 0;
+  count = 0;
+  for (int32_t root = 0; root < n; ++root) {
+    if (index[static_cast<size_t>(root)] >= 0) continue;
+    call.push_back({root, 0});
+    while (!call.empty()) {
+      auto& [u, i] = call.back();
+      const auto uu = static_cast<size_t>(u);
+      if (i == 0) {
+        index[uu] = low[uu] = next_index++;
+        stack.push_back(u);
+        on_stack[uu] = 1;
+      }
+      const auto& out = eps.states[uu].eps;
+      if (i < out.size()) {
+        const int32_t v = out[i++];
+        const auto vv = static_cast<size_t>(v);
+        if (index[vv] < 0) call.push_back({v, 0});
+        else if (on_stack[vv]) low[uu] = std::min(low[uu], index[vv]);
+        continue;
+      }
+      if (low[uu] == index[uu]) {
+        int32_t w;
+        do {
+          w = stack.back();
+          stack.pop_back();
+          on_stack[static_cast<size_t>(w)] = 0;
+          comp[static_cast<size_t>(w)] = count;
+        } while (w != u);
+        ++count;
+      }
+      const int32_t done = u;
+      call.pop_back();
+      if (!call.empty()) {
+        const auto parent = static_cast<size_t>(call.back().first);
+        low[parent] = std::min(low[parent], low[static_cast<size_t>(done)]);
+      }
+    }
+  }
+  return comp;
+}
+
+}  // namespace
+
 Fsm build_nfa(const Expr& expr, size_t max_states) {
   EpsNfa eps;
   eps.max_states = max_states;
   auto fragment = eps.build(expr);
   eps.states[fragment.end].final = true;
-  // Epsilon removal: each state takes the edges of its epsilon closure.
-  const size_t n = eps.states.size();
+  // Epsilon removal. States of one epsilon cycle reach the same states without input, so each
+  // strongly connected component becomes one state first (nested quantifiers such as (x?)+ put
+  // whole copies of a body on one cycle); each component then takes the byte and reference edges
+  // of the components its epsilon edges reach, deduplicated. Closures are built bottom-up over the
+  // component DAG, and their total size is bounded so no input can make this quadratic blow-up run
+  // for minutes.
+  int32_t count = 0;
+  const std::vector<int32_t> comp = epsilon_components(eps, count);
+  const auto nc = static_cast<size_t>(count);
+  std::vector<Fsm::State> own(nc);             // each component's own edges (targets as components)
+  std::vector<std::vector<int32_t>> succ(nc);  // epsilon edges between components
+  for (size_t s = 0; s < eps.states.size(); ++s) {
+    const auto c = static_cast<size_t>(comp[s]);
+    const auto& st = eps.states[s];
+    for (FsmEdge e : st.edges) own[c].edges.push_back({e.lo, e.hi, comp[static_cast<size_t>(e.target)]});
+    for (FsmRefEdge r : st.refs) own[c].refs.push_back({r.rule, comp[static_cast<size_t>(r.target)]});
+    own[c].final = own[c].final || st.final;
+    for (int32_t v : st.eps)
+      if (comp[static_cast<size_t>(v)] != comp[s]) succ[c].push_back(comp[static_cast<size_t>(v)]);
+  }
+  const size_t budget = std::max<size_t>(max_states, 1) * 64;  // closure entries, all components together
+  size_t work = 0;
+  auto dedupe = [](Fsm::State& st) {
+    std::sort(st.edges.begin(), st.edges.end(), [](const FsmEdge& a, const FsmEdge& b) {
+      return std::tie(a.lo, a.hi, a.target) < std::tie(b.lo, b.hi, b.target);
+    });
+    st.edges.erase(std::unique(st.edges.begin(), st.edges.end(),
+                               [](const FsmEdge& a, const FsmEdge& b) {
+                                 return a.lo == b.lo && a.hi == b.hi && a.target == b.target;
+                               }),
+                   st.edges.end());
+    std::sort(st.refs.begin(), st.refs.end(),
+              [](const FsmRefEdge& a, const FsmRefEdge& b) { return std::tie(a.rule, a.target) < std::tie(b.rule, b.target); });
+    st.refs.erase(std::unique(st.refs.begin(), st.refs.end(),
+                              [](const FsmRefEdge& a, const FsmRefEdge& b) { return a.rule == b.rule && a.target == b.target; }),
+                  st.refs.end());
+  };
+  // Components are numbered successors first, so one pass in increasing order sees every
+  // successor's closure complete.
   Fsm out;
-  out.states.resize(n);
-  out.start = fragment.start;
-  std::vector<uint32_t> seen(n, 0);
-  uint32_t stamp = 0;
-  std::vector<int32_t> stack;
-  // Only states entered by a byte/reference edge (and the start) are needed.
-  std::vector<char> needed(n, 0);
-  needed[fragment.start] = 1;
-  for (auto& s : eps.states) {
-    for (auto& e : s.edges) needed[e.target] = 1;
-    for (auto& r : s.refs) needed[r.target] = 1;
-  }
-  for (size_t s = 0; s < n; ++s) {
-    if (!needed[s]) continue;
-    ++stamp;
-    stack.assign(1, static_cast<int32_t>(s));
-    seen[s] = stamp;
-    auto& target = out.states[s];
-    while (!stack.empty()) {
-      int32_t u = stack.back();
-      stack.pop_back();
-      auto& su = eps.states[u];
-      target.edges.insert(target.edges.end(), su.edges.begin(), su.edges.end());
-      target.refs.insert(target.refs.end(), su.refs.begin(), su.refs.end());
-      if (su.final) target.final = true;
-      for (int32_t v : su.eps) {
-        if (seen[v] != stamp) seen[v] = stamp, stack.push_back(v);
-      }
+  out.states.resize(nc);
+  for (size_t c = 0; c < nc; ++c) {
+    Fsm::State& target = out.states[c];
+    target = own[c];
+    for (int32_t d : succ[c]) {
+      const Fsm::State& sd = out.states[static_cast<size_t>(d)];
+      target.edges.insert(target.edges.end(), sd.edges.begin(), sd.edges.end());
+      target.refs.insert(target.refs.end(), sd.refs.begin(), sd.refs.end());
+      target.final = target.final || sd.final;
     }
+    dedupe(target);
+    work += target.edges.size() + target.refs.size();
+    if (work > budget)
+      throw_unsupported("size", fmt::format("grammar's automaton has more than {} transitions", budget));
   }
+  out.start = comp[static_cast<size_t>(fragment.start)];
   return trim(out);
 }
 

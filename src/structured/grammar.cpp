@@ -100,12 +100,30 @@ ExprPtr make_alt(std::vector<ExprPtr> options) {
   return make(std::move(e));
 }
 
+namespace {
+// Folding (x{a,}){c,} into x{ac,} stops here: a larger count copies the body that many times.
+constexpr uint64_t kMaxFoldedRepeat = 10000;
+}  // namespace
+
 ExprPtr make_repeat(ExprPtr inner, uint32_t min, uint32_t max) {
   if (max < min) return make_nothing();
   if (max == 0) return make_empty();
   if (min == 1 && max == 1) return inner;
   if (inner->kind == Expr::Kind::kEmpty) return inner;
   if (inner->kind == Expr::Kind::kNothing) return min == 0 ? make_empty() : make_nothing();
+  if (inner->kind == Expr::Kind::kRepeat) {
+    // A quantifier over a quantified body folds into one where the language is the same (counts
+    // of the body x): (x?){c,d} = x{0,d}; (x*){c,d} = x* (d >= 1); (x{a,}){c,} = x{ac,} for c >= 1;
+    // (x{a,})* and (x{a,})? = x* for a <= 1. Stacked quantifiers such as (x?)++++ would otherwise
+    // double the automaton at every level.
+    const ExprPtr& x = inner->children[0];
+    const uint32_t a = inner->min, b = inner->max;
+    if (a == 0 && b == 1) return make_repeat(x, 0, max);
+    if (a == 0 && b == kUnbounded) return inner;
+    if (b == kUnbounded && max == kUnbounded && min >= 1 && uint64_t{a} * min <= kMaxFoldedRepeat)
+      return make_repeat(x, a * min, kUnbounded);
+    if (b == kUnbounded && a <= 1 && min == 0) return make_repeat(x, 0, kUnbounded);
+  }
   Expr e;
   e.kind = Expr::Kind::kRepeat;
   e.children = {std::move(inner)};
