@@ -148,6 +148,16 @@ EngineConfig config_from_dict(const py::dict& d) {
     else if (name == "eplb_window_size") c.eplb_window_size = as_int(field, value);
     else if (name == "eplb_step_interval") c.eplb_step_interval = as_int(field, value);
     else if (name == "num_redundant_experts") c.num_redundant_experts = as_int(field, value);
+    else if (name == "enforce_eager") c.enforce_eager = as_bool(field, value);
+    else if (name == "cuda_graph_sizes") {
+      if (py::isinstance<py::int_>(value)) {
+        c.cuda_graph_sizes = {as_int(field, value)};
+      } else if (py::isinstance<py::list>(value) || py::isinstance<py::tuple>(value)) {
+        for (const auto& v : value) c.cuda_graph_sizes.push_back(as_int(field, v));
+      } else {
+        bad_type(field, "an integer or a list of integers", value);
+      }
+    }
     else throw py::value_error("LLM: unknown option '" + name + "'");
   }
   return c;

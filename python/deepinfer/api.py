@@ -197,7 +197,8 @@ class LLM:
     """LLM(model, **options): loads a model folder (config.json, *.safetensors, tokenizer.json).
     Options (EngineConfig): kv_memory_bytes, max_num_seqs, max_num_batched_tokens, max_prefill_chunk,
     threads, batch_invariant, seed, device ("cpu" / "cuda"), enable_prefix_caching, swa_replay_keep,
-    data_parallel_size, enable_eplb, eplb_window_size, eplb_step_interval, num_redundant_experts."""
+    data_parallel_size, enable_eplb, eplb_window_size, eplb_step_interval, num_redundant_experts,
+    enforce_eager, cuda_graph_sizes (an int N or a list of batch sizes, as vLLM)."""
 
     def __init__(self, model: str, **options: Any):
         self._llm = _deepinfer._LLM(str(model), options)

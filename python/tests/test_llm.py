@@ -223,7 +223,16 @@ class ErrorTest(unittest.TestCase):
         self.assert_names("chat.thinking", lambda: kjv().chat([{"role": "user", "content": "x"}], thinking="yes"))
         self.assert_names("role 'wizard'", lambda: kjv().chat([{"role": "wizard", "content": "x"}]))
         self.assert_names("sampling_params", lambda: kjv().generate([PROMPT, PROMPT], [greedy()]))
+        self.assert_names("cuda_graph_sizes", lambda: LLM(KJV, cuda_graph_sizes="8"))
+        self.assert_names("cuda_graph_sizes", lambda: LLM(KJV, cuda_graph_sizes=[8, 0]))
         self.assertTrue(issubclass(deepinfer.Error, ValueError))
+
+    def test_cuda_graph_options_are_accepted(self):
+        # On the CPU nothing is recorded; the options still parse and generation is unchanged.
+        want = kjv().generate(PROMPT, greedy(8))[0].outputs[0].token_ids
+        for options in ({"enforce_eager": True}, {"cuda_graph_sizes": 16}, {"cuda_graph_sizes": [1, 2, 3]}):
+            got = LLM(KJV, **options).generate(PROMPT, greedy(8))[0].outputs[0].token_ids
+            self.assertEqual(got, want, options)
 
     def test_old_module_functions_still_work(self):
         prompt = deepinfer.render_prompt({"messages": [{"role": "user", "content": "Hi"}]}, "v4")

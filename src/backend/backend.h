@@ -9,6 +9,7 @@
 // `batch_invariant`: then every output row must be computed by the same arithmetic whatever the
 // other rows of the step are, so a sequence's results do not depend on its batch or chunking.
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -139,6 +140,23 @@ struct MoeV41Quant {
   bool routed = false, shared = false;
 };
 
+// What decides whether a step may replay a recording (run_step).
+struct StepShape {
+  int64_t tokens = 0, sequences = 0, logit_rows = 0;
+  bool decode = false;     // every sequence brings exactly one token
+  int64_t max_blocks = 0;  // the longest block table of the step
+  bool replayable = true;  // false: the step leaves the device inside (an expert-parallel executor)
+};
+
+// How steps ran on a recording backend.
+struct StepGraphStats {
+  int64_t eager = 0;       // launched op by op (not recordable, first of its shape, or a fallback)
+  int64_t captures = 0;    // recorded (and run)
+  int64_t replays = 0;     // replayed from a recording
+  int64_t mismatches = 0;  // a recording of the shape existed but the step's launches differed
+  int64_t capture_failures = 0;
+};
+
 // Weights (WeightMatrix and the float vectors ops read) must outlive the backend and not change:
 // a backend may prepare a weight on first use (repack it, upload it) and keep that copy.
 class Backend {
@@ -165,6 +183,17 @@ class Backend {
   // that runs a model on another GPU than the one it last used calls it first: a data-parallel rank
   // does, once, on its own thread. A no-op on the CPU.
   virtual void make_current() {}
+
+  // --- recorded steps ---
+  // The device half of a forward step (ops only: no copy to the host inside) goes through
+  // run_step, so a backend can record it once and replay it for later steps of the same shape
+  // (CUDA graphs); the default runs it. `device_ops` may run more than once (a replay that cannot
+  // be used falls back to launching), so it must not change host state other than its outputs.
+  virtual void run_step(const StepShape& shape, const std::function<void()>& device_ops) {
+    (void)shape;
+    device_ops();
+  }
+  virtual StepGraphStats step_graph_stats() const { return {}; }
 
   // --- dense ---
   // y [T, w.rows] = x [T, w.cols] W^T, W in its stored dtype, float32 accumulation.
@@ -303,6 +332,12 @@ class Backend {
 struct BackendOptions {
   bool batch_invariant = false;
   int device_index = 0;  // which GPU (device backends), as CUDA numbers the visible ones
+  // Decode steps whose batch size is listed here are recorded once and replayed (CUDA graphs);
+  // empty, or enforce_eager: every step launches its kernels one by one.
+  std::vector<int64_t> cuda_graph_sizes = default_cuda_graph_sizes(512);
+  bool enforce_eager = false;
+  // vLLM's `--cuda-graph-sizes N` list: 1, 2, 4, then every multiple of 8 up to N.
+  static std::vector<int64_t> default_cuda_graph_sizes(int64_t max_size);
 };
 
 // The CPU reference backend (float32, threaded; see cpu/packed_linear.h for its GEMM).

@@ -53,3 +53,15 @@ std::unique_ptr<Backend> make_backend(std::string_view name, const BackendOption
 }
 
 }  // namespace deepinfer::backend
+
+namespace deepinfer::backend {
+
+std::vector<int64_t> BackendOptions::default_cuda_graph_sizes(int64_t max_size) {
+  std::vector<int64_t> sizes;
+  for (int64_t s : {1, 2, 4})
+    if (s <= max_size) sizes.push_back(s);
+  for (int64_t s = 8; s <= max_size; s += 8) sizes.push_back(s);
+  return sizes;
+}
+
+}  // namespace deepinfer::backend

@@ -120,6 +120,13 @@ LLM::LLM(const std::filesystem::path& model_dir, EngineConfig config) : impl_(st
   load.progress = config.load_progress;
   load.decoder_replay_keep = config.swa_replay_keep;  // V4.1: the decoder's share of prefill (0 = exact)
   if (!config.device.empty()) load.device = config.device;
+  load.enforce_eager = config.enforce_eager;
+  for (int64_t size : config.cuda_graph_sizes)
+    DEEPINFER_CHECK(size >= 1, "cuda_graph_sizes: batch sizes must be >= 1, got {}", size);
+  if (config.cuda_graph_sizes.size() == 1)
+    load.cuda_graph_sizes = backend::BackendOptions::default_cuda_graph_sizes(config.cuda_graph_sizes[0]);
+  else if (!config.cuda_graph_sizes.empty())
+    load.cuda_graph_sizes = config.cuda_graph_sizes;
   if (std::filesystem::exists(model_dir / "tokenizer.json")) impl_->tokenizer.emplace(Tokenizer::from_model_dir(model_dir));
   const Tokenizer* tokenizer = impl_->tokenizer ? &*impl_->tokenizer : nullptr;
 

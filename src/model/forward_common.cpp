@@ -1,8 +1,24 @@
 #include "model/forward_common.h"
 
+#include <algorithm>
+
 #include "core/error.h"
 
 namespace deepinfer::model {
+
+backend::StepShape step_shape(const ForwardBatch& batch, bool replayable) {
+  backend::StepShape shape;
+  shape.tokens = batch.num_tokens();
+  shape.sequences = static_cast<int64_t>(batch.seqs.size());
+  shape.logit_rows = static_cast<int64_t>(batch.logit_rows.size());
+  shape.decode = !batch.seqs.empty();
+  for (const auto& s : batch.seqs) {
+    shape.decode = shape.decode && s.count == 1;
+    shape.max_blocks = std::max(shape.max_blocks, static_cast<int64_t>(s.blocks.size()));
+  }
+  shape.replayable = replayable;
+  return shape;
+}
 
 void check_forward_inputs(const ForwardBatch& batch, const kv::StatePool& pool, const kv::StateLayout& layout,
                           const backend::Backend& backend, int64_t vocab) {

@@ -15,6 +15,10 @@ namespace deepinfer::model {
 void check_forward_inputs(const ForwardBatch& batch, const kv::StatePool& pool, const kv::StateLayout& layout,
                           const backend::Backend& backend, int64_t vocab);
 
+// The step as a backend sees it when deciding whether to replay a recording (Backend::run_step).
+// `replayable`: the step never leaves the device between its first and last op.
+backend::StepShape step_shape(const ForwardBatch& batch, bool replayable);
+
 // config.json's `scoring_func`: sqrtsoftplus, sigmoid or softmax.
 backend::ScoringFunc scoring_func(const std::string& name);
 

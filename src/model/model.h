@@ -51,6 +51,15 @@ struct LoadOptions {
   int64_t decoder_replay_keep = 0;
   // Which device of that backend (GPU index; data-parallel ranks take one each).
   int device_index = 0;
+  // Decode steps recorded and replayed (CUDA graphs; backend::BackendOptions).
+  std::vector<int64_t> cuda_graph_sizes = backend::BackendOptions::default_cuda_graph_sizes(512);
+  bool enforce_eager = false;
+  backend::BackendOptions backend_options() const {
+    return {.batch_invariant = batch_invariant,
+            .device_index = device_index,
+            .cuda_graph_sizes = cuda_graph_sizes,
+            .enforce_eager = enforce_eager};
+  }
 };
 
 // LoadOptions with the settings the environment asks for (DEEPINFER_BATCH_INVARIANT=1).

@@ -39,6 +39,7 @@ struct Args {
   int64_t context = 4096, steps = 8, warmup = 2, prefill_runs = 3, greedy = 0;
   uint64_t seed = 1;
   bool profile = false;
+  bool enforce_eager = false;
 };
 
 std::vector<int64_t> parse_list(const std::string& text, const char* what) {
@@ -179,6 +180,7 @@ class Bench {
       for (int64_t i = 0; i < B; ++i) active.push_back(&seqs[static_cast<size_t>(i)]);
       std::vector<double> times;
       double copy_diff = -1;
+      const backend::StepGraphStats graphs_before = be_.step_graph_stats();
       for (int64_t step = 0; step < a_.warmup + a_.steps; ++step) {
         // The first step gives every sequence the same token: the copies must then give the logits
         // of sequence 0 (a check of the state copy); later steps give each sequence its own token.
@@ -191,6 +193,8 @@ class Bench {
         if (step >= a_.warmup) times.push_back(seconds_since(t));
         if (step == 0 && B > 1) copy_diff = max_row_diff(logits, 0, B - 1);
       }
+      const backend::StepGraphStats graphs = be_.step_graph_stats();
+      const int64_t replays = graphs.replays - graphs_before.replays;
       if (a_.profile) profile_step(pool, active, logits);
       const double step_s = median(times);
       const StepCost cost = decode_cost(census_, c_, layout_, B, a_.context);
@@ -198,7 +202,11 @@ class Bench {
              fmt::format("{}/step ({:.0f} tok/s)", ms(step_s), static_cast<double>(B) / step_s), step_s,
              floor_of(cost, ceil_), cost,
              {{"kind", "decode"}, {"batch", B}, {"context", a_.context}, {"step_s", step_s}, {"times_s", times},
-              {"tok_s", static_cast<double>(B) / step_s}, {"copy_check_max_logit_diff", copy_diff}});
+              {"tok_s", static_cast<double>(B) / step_s}, {"copy_check_max_logit_diff", copy_diff},
+              {"cuda_graph_replays", replays}});
+      fmt::print("  cuda graphs: {} of {} steps replayed ({} captured, {} mismatched){}\n", replays,
+                 a_.warmup + a_.steps, graphs.captures - graphs_before.captures,
+                 graphs.mismatches - graphs_before.mismatches, a_.enforce_eager ? " (--enforce-eager)" : "");
       if (B > 1)
         fmt::print("  state-copy check: same token in all {} sequences, max |logit difference| sequence 0 vs {}: {:.3g}\n",
                    B, B - 1, copy_diff);
@@ -319,6 +327,7 @@ int run_bench(const Args& a) {
   const WeightCensus census = weight_census(io::Checkpoint::open(a.model));
   model::LoadOptions options;
   options.device = a.device;
+  options.enforce_eager = a.enforce_eager;
   options.top_k_ties = a.ties == "lower" ? model::TopKTies::LowerIndex : model::TopKTies::Reference;
   auto t = Clock::now();
   auto m = model::load_model(a.model, options);
@@ -407,6 +416,9 @@ const CommandRegistration kRegistration{{
       sub.add_option("--greedy", args->greedy, "also print N greedy ids after a fixed prompt (device comparison)");
       sub.add_option("--seed", args->seed, "token ids of prompts and decode steps")->capture_default_str();
       sub.add_option("--json", args->json_path, "also write the results to this file");
+      sub.add_flag("--enforce-eager", args->enforce_eager,
+                   "launch every decode step kernel by kernel (default: CUDA graphs after the first two steps of "
+                   "a batch size, which the warm-up steps take)");
       sub.add_flag("--profile", args->profile,
                    "run one more decode step per batch size inside a profiler range (ncu --profile-from-start off)");
       return [args] { return run_bench(*args); };

@@ -60,6 +60,14 @@ void add_engine_flags(CLI::App& sub, EngineFlags& flags) {
                  "Extra replicas of hot experts per layer when EPLB re-plans (with --enable-eplb)")
       ->default_val(0)
       ->check(CLI::NonNegativeNumber);
+  sub.add_flag("--enforce-eager", flags.enforce_eager,
+               "Never record CUDA graphs: every decode step launches its kernels one by one (--device cuda)");
+  sub.add_option("--cuda-graph-sizes", flags.cuda_graph_sizes,
+                 "Decode batch sizes recorded as CUDA graphs and replayed (--device cuda): one value N = 1, 2, 4 "
+                 "and every multiple of 8 up to N (default 512); several values = exactly those. Other sizes "
+                 "launch kernel by kernel")
+      ->check(CLI::PositiveNumber)
+      ->expected(1, 1024);
 }
 
 void check_engine_flags(const EngineFlags& flags) {
@@ -87,6 +95,8 @@ EngineConfig engine_config(const EngineFlags& flags, std::optional<uint64_t> see
   config.eplb_window_size = flags.eplb_window_size;
   config.eplb_step_interval = flags.eplb_step_interval;
   config.num_redundant_experts = flags.num_redundant_experts;
+  config.enforce_eager = flags.enforce_eager;
+  config.cuda_graph_sizes = flags.cuda_graph_sizes;
   config.load_progress = std::move(progress);
   return config;
 }

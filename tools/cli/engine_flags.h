@@ -8,6 +8,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace deepinfer::cli {
 
@@ -25,6 +26,8 @@ struct EngineFlags {
   int64_t eplb_window_size = 1000;
   int64_t eplb_step_interval = 3000;
   int64_t num_redundant_experts = 0;
+  bool enforce_eager = false;
+  std::vector<int64_t> cuda_graph_sizes;
 };
 
 void add_engine_flags(CLI::App& sub, EngineFlags& flags);

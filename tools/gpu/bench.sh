@@ -8,7 +8,8 @@
 # CSA, HCA) in the released layout (tools/peer/dsv4_make_ckpt.py), and then, in this order on the
 # GPU (the llama.cpp CUDA build runs meanwhile on cores 2..15):
 #   1. ours:  deepinfer bench on that folder: decode B = 1, 8, 32, 128 at 4K context, prefill 2K and
-#             8K, each next to its floor measured in the same run (tools/cli/cmd_bench.cpp)
+#             8K, each next to its floor measured in the same run (tools/cli/cmd_bench.cpp); then the
+#             decode steps again with --enforce-eager (no CUDA graphs)
 #   2. transformers DeepseekV4ForCausalLM (eager, bf16) on the same config, batch 1
 #   3. llama.cpp on the same checkpoint converted to GGUF: llama-bench pp2048/pp8192 and tg at depth
 #      4096, llama-batched-bench 4096-token prompts x 1/8/32/128 sequences
@@ -43,6 +44,10 @@ echo "commit $(cat "$root/.gpu/COMMIT" 2>/dev/null || echo '?'); cublas ${DEEPIN
 ours_v4="\"$bin\" bench --model \"\$SRC\" --device cuda --batch 1,8,32,128 --context 4096 --prefill 2048,8192 \
   --json $logs/ours.json ${OURS_ARGS:-} > $logs/ours.txt 2>&1; echo \$SRC > $logs/src_path"
 
+# The same decode steps launched kernel by kernel (--enforce-eager): what the CUDA graphs save.
+ours_eager="\"$bin\" bench --model \"\$SRC\" --device cuda --batch 1,8,32,128 --context 4096 --prefill none \
+  --enforce-eager --json $logs/ours_eager.json > $logs/ours_eager.txt 2>&1"
+
 # kjv and a fixture on both devices (cheap), then ncu on the V4 checkpoint if time is left.
 cat > "$logs/final.sh" <<EOF
 set -u
@@ -70,12 +75,13 @@ if [ "${SKIP_PEERS:-0}" = 1 ]; then
   [ -f "$SRC/config.json" ] || python3 tools/peer/dsv4_make_ckpt.py --out "$SRC" --ratios 4,128,4,128 \
     --tokenizer-dir tests/data/tokenizers/deepseek-v3 > "$logs/gen.log" 2>&1
   SRC=$SRC bash -c "$ours_v4"
+  SRC=$SRC bash -c "$ours_eager"
   bash "$logs/final.sh" > "$logs/final.log" 2>&1
 else
   WORK=$work OUT=$work/peer RATIOS=4,128,4,128 KEEP_SRC=1 DEADLINE_S=$DEADLINE_S HF=1 HF_PROMPT=2048 HF_DECODE=16 \
     LLAMA_SRC="$root/.peer/llama-src.tar.xz" TOKENIZER_DIR="$root/tests/data/tokenizers/deepseek-v3" \
     LB_PP=2048,8192 LB_UB=2048 LB_TG=32 LB_DEPTH=4096 REPS=2 BB_NPP=4096 BB_NTG=16 BB_NPL=1,8,32,128 \
-    AFTER_GEN_CMD="timeout 280 bash -c '$ours_v4'" FINAL_CMD="bash $logs/final.sh" \
+    AFTER_GEN_CMD="timeout 280 bash -c '$ours_v4; $ours_eager'" FINAL_CMD="bash $logs/final.sh" \
     bash tools/peer/bench_llamacpp_v4.sh > "$logs/peer_driver.log" 2>&1
 fi
 

@@ -118,6 +118,18 @@ def main():
                  f"flops {fmt_ms(r.get('floor_flops_s'))} ms")
     L.append("")
 
+    # CUDA graphs: the same decode steps with and without them (ours_eager.json: --enforce-eager).
+    eager = load(os.path.join(d, "ours_eager.json")) or {}
+    erows = {(r.get("kind"), r.get("batch")): r for r in eager.get("rows", [])}
+    if erows:
+        L.append("| decode, 4K ctx | CUDA graphs, ms/step | steps replayed | eager, ms/step | eager / graphs |")
+        L.append("|---|---:|---:|---:|---:|")
+        for B in (1, 8, 32, 128):
+            g, e = rows.get(("decode", B)) or {}, erows.get(("decode", B)) or {}
+            L.append(f"| B={B} | {fmt_ms(g.get('step_s'))} | {g.get('cuda_graph_replays', '-')} "
+                     f"| {fmt_ms(e.get('step_s'))} | {ratio(e.get('step_s'), g.get('step_s'))} |")
+        L.append("")
+
     # kjv and the fixture, both devices.
     L.append("| model | what | cpu | cuda | cuda / cpu |")
     L.append("|---|---|---:|---:|---:|")

@@ -8,6 +8,7 @@
 #include "backend/cuda/attention_kernels.h"
 #include "backend/cuda/device_math.cuh"
 #include "backend/cuda/torch_topk.cuh"
+#include "backend/cuda/launch.cuh"
 
 namespace deepinfer::cuda {
 
@@ -92,6 +93,7 @@ __global__ void compress_entries_kernel(CompressArgs a, const int64_t* windows) 
   const DevCompressor& c = a.c;
   const int64_t rate = c.rate, hd = c.head_dim;
   const int64_t slots = c.overlap ? 2 * rate : rate;
+  if (windows[2 * blockIdx.x] < 0) return;  // padding of a recorded step (whole block)
   const DeviceSeq seq = a.seqs[windows[2 * blockIdx.x]];
   const int64_t win = windows[2 * blockIdx.x + 1];
   const Rows rows{a, seq, a.st.slots + static_cast<int64_t>(seq.slot) * a.st.slot_elems + c.slot_offset};
@@ -516,33 +518,33 @@ __global__ void sparse_attention_combine_kernel(SparseAttentionArgs a, int64_t t
 void launch_compress_entries(const CompressArgs& a, const int64_t* windows, int64_t count) {
   if (count <= 0) return;
   const size_t smem = static_cast<size_t>(a.c.head_dim) * sizeof(float);
-  compress_entries_kernel<<<static_cast<unsigned>(count), 256, smem, 0>>>(a, windows);
+  launch(compress_entries_kernel, static_cast<unsigned>(count), 256, smem, a, windows);
 }
 
 void launch_compress_slots(const CompressArgs& a, int32_t nseq) {
   if (nseq <= 0) return;
-  compress_slots_kernel<<<static_cast<unsigned>(nseq), 256, 0, 0>>>(a);
+  launch(compress_slots_kernel, static_cast<unsigned>(nseq), 256, 0, a);
 }
 
 void launch_indexer_scores(const IndexerArgs& a, int64_t t0, int64_t tokens, float* scores, int64_t stride) {
   if (tokens <= 0 || stride <= 0) return;
   const dim3 grid(static_cast<unsigned>((stride + kScoreWarps - 1) / kScoreWarps), static_cast<unsigned>(tokens));
-  indexer_scores_kernel<<<grid, kScoreWarps * 32, 0, 0>>>(a, t0, scores, stride);
+  launch(indexer_scores_kernel, grid, kScoreWarps * 32, 0, a, t0, scores, stride);
 }
 
 void launch_indexer_topk(const IndexerArgs& a, int64_t t0, int64_t tokens, const float* scores, int64_t stride,
                          int64_t top_k, int32_t* selected) {
   if (tokens <= 0 || top_k <= 0) return;
-  indexer_topk_kernel<<<static_cast<unsigned>(tokens), kTopKThreads, 0, 0>>>(a, t0, scores, stride, top_k, selected,
+  launch(indexer_topk_kernel, static_cast<unsigned>(tokens), kTopKThreads, 0, a, t0, scores, stride, top_k, selected,
                                                                              nullptr);
 }
 
 void launch_indexer_topk_reference(const IndexerArgs& a, int64_t t0, int64_t tokens, float* scores, int32_t* ids,
                                    int32_t* undecided, int64_t stride, int64_t top_k, int32_t* selected) {
   if (tokens <= 0 || top_k <= 0) return;
-  indexer_topk_kernel<<<static_cast<unsigned>(tokens), kTopKThreads, 0, 0>>>(a, t0, scores, stride, top_k, selected,
+  launch(indexer_topk_kernel, static_cast<unsigned>(tokens), kTopKThreads, 0, a, t0, scores, stride, top_k, selected,
                                                                              undecided);
-  indexer_reference_ties_kernel<<<static_cast<unsigned>(tokens), 256, 0, 0>>>(a, t0, scores, ids, stride, top_k,
+  launch(indexer_reference_ties_kernel, static_cast<unsigned>(tokens), 256, 0, a, t0, scores, ids, stride, top_k,
                                                                               selected, undecided);
 }
 
@@ -550,16 +552,16 @@ void launch_store_window(const DeviceSeq* seqs, int32_t nseq, int64_t tokens, co
                          int64_t window, int64_t head_dim, int64_t slot_offset) {
   const int64_t n = tokens * head_dim;
   if (n <= 0 || window <= 0) return;
-  store_window_kernel<<<blocks_for(n, 256), 256, 0, 0>>>(seqs, nseq, tokens, kv, st, window, head_dim, slot_offset);
+  launch(store_window_kernel, blocks_for(n, 256), 256, 0, seqs, nseq, tokens, kv, st, window, head_dim, slot_offset);
 }
 
 void launch_sparse_attention(const SparseAttentionArgs& a, int64_t t0, int64_t tokens, int64_t splits, float* part_m,
                              float* part_l, float* part_o) {
   if (tokens <= 0 || a.H <= 0 || a.hd <= 0 || splits <= 0) return;
   const auto blocks = static_cast<unsigned>(tokens * a.H);
-  sparse_attention_partial_kernel<<<dim3(blocks, static_cast<unsigned>(splits)), kAttnWarps * 32, 0, 0>>>(
+  launch(sparse_attention_partial_kernel, dim3(blocks, static_cast<unsigned>(splits)), kAttnWarps * 32, 0, 
       a, t0, splits, part_m, part_l, part_o);
-  sparse_attention_combine_kernel<<<blocks, 128, static_cast<size_t>(splits) * sizeof(float), 0>>>(
+  launch(sparse_attention_combine_kernel, blocks, 128, static_cast<size_t>(splits) * sizeof(float), 
       a, t0, splits, part_m, part_l, part_o);
 }
 

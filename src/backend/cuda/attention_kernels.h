@@ -1,12 +1,17 @@
 #pragma once
 // Launchers of the CUDA state-op kernels (attention_kernels.cu): compressors, indexer, window ring
 // and sparse attention. Plain functions over device pointers, callable from g++ code; each launches
-// on the legacy default stream (0) and returns without synchronising (the caller checks the launch).
+// on the calling thread's stream (launch_control.h) and returns without synchronising (the caller
+// checks the launch).
 #include <cstdint>
 
 #include "backend/cuda/device_types.h"
 
 namespace deepinfer::cuda {
+
+// No padding in argument structs (see device_types.h).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic error "-Wpadded"
 
 // The arguments shared by the two compress kernels.
 struct CompressArgs {
@@ -19,6 +24,7 @@ struct CompressArgs {
   const float* ape;       // [rate, width]
   const float* norm;      // [head_dim] or null (unweighted)
   float eps;
+  int32_t pad = 0;
   DevRope rope;
 };
 
@@ -34,6 +40,7 @@ struct IndexerArgs {
   const DeviceSeq* seqs;
   const int32_t* blocks;
   int32_t nseq;
+  int32_t pad = 0;
   const float* q;             // [T, nh, hd]
   const float* head_weights;  // [T, nh]
   int64_t nh;
@@ -59,19 +66,23 @@ struct SparseAttentionArgs {
   const DeviceSeq* seqs;
   const int32_t* blocks;
   int32_t nseq;
+  int32_t pad0 = 0;
   DevState st;
   const float* q;   // [T, H, hd]
   const float* kv;  // [T, hd]
   float* out;       // [T, H, hd]
   const float* sink;  // [H] (device)
   float scale;
+  int32_t pad1 = 0;
   int64_t T, H, hd;
   int64_t window, window_offset;
-  bool has_entries;
+  int64_t has_entries;  // 0 / 1
   DevCompressor entries;
   const int32_t* selected;  // [T, k_sel] or null: every completed entry
   int64_t k_sel;
 };
+
+#pragma GCC diagnostic pop
 
 constexpr int64_t kMaxAttentionHeadDim = 512;
 // Keys per split (a block per token, head and split; the split count follows the token's own keys).

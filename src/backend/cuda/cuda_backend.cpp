@@ -35,15 +35,23 @@ CudaBackend::CudaBackend(const backend::BackendOptions& options) : options_(opti
                   "CUDA device {} does not exist: {} visible (CUDA_VISIBLE_DEVICES chooses them)", options.device_index,
                   count);
   make_current();
+  DEEPINFER_CUDA_CHECK(cudaStreamCreate(&stream_));
+  launch_control().stream = stream_;
 }
 
 CudaBackend::~CudaBackend() {
   make_current();
   cudaDeviceSynchronize();
+  graphs_.clear();
+  if (launch_control().stream == stream_) launch_control().stream = nullptr;
+  if (stream_) cudaStreamDestroy(stream_);
   if (pinned_) cudaFreeHost(pinned_);
 }
 
-void CudaBackend::make_current() { DEEPINFER_CUDA_CHECK(cudaSetDevice(options_.device_index)); }
+void CudaBackend::make_current() {
+  DEEPINFER_CUDA_CHECK(cudaSetDevice(options_.device_index));
+  launch_control().stream = stream_;
+}
 
 void CudaBackend::copy_to_backend(void* dst, const void* host_src, size_t bytes) {
   if (bytes) DEEPINFER_CUDA_CHECK(cudaMemcpy(dst, host_src, bytes, cudaMemcpyHostToDevice));
@@ -114,11 +122,21 @@ void* CudaBackend::stage_bytes(const void* host, size_t bytes) {
   staging_used_ += need;
   if (bytes == 0) return p;
   if (!pinned_) DEEPINFER_CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&pinned_), kPinnedBytes, cudaHostAllocDefault));
+  // A recorded step's copies read the ring when the graph runs: it must neither wait nor wrap.
+  const bool recorded = launch_control().record;
   if (need > kPinnedBytes) {  // larger than the ring: a plain (synchronising) copy
+    if (recorded) {
+      step_unusable_ = true;
+      return p;
+    }
     copy_to_backend(p, host, bytes);
     return p;
   }
   if (pinned_used_ + need > kPinnedBytes) {
+    if (recorded) {
+      step_unusable_ = true;
+      return p;
+    }
     // Wrapping: every copy queued from the ring must have run before its bytes are rewritten.
     DEEPINFER_CUDA_CHECK(cudaStreamSynchronize(stream()));
     pinned_used_ = 0;
@@ -126,7 +144,8 @@ void* CudaBackend::stage_bytes(const void* host, size_t bytes) {
   std::byte* h = pinned_ + pinned_used_;
   pinned_used_ += need;
   std::memcpy(h, host, bytes);
-  DEEPINFER_CUDA_CHECK(cudaMemcpyAsync(p, h, bytes, cudaMemcpyHostToDevice, stream()));
+  // Replaying a recording, the graph's own copy node moves these bytes (same ring offset).
+  DEEPINFER_CUDA_CHECK(stream_copy(p, h, bytes, cudaMemcpyHostToDevice));
   return p;
 }
 
@@ -135,10 +154,18 @@ CudaBackend::StagedSeqs CudaBackend::stage_seqs(std::span<const backend::SeqSlic
   StagedSeqs out;
   std::vector<int32_t> tables;
   backend::check_slices(seqs, tokens, state);
+  // In a recorded step every table is padded to the step's capacity, so the staged sizes (and the
+  // recording's copies) stay the same while sequences grow into new blocks.
+  const auto capacity = static_cast<size_t>(step_block_capacity_);
   for (const auto& s : seqs) {
     out.host.push_back(
         {s.begin, s.count, s.start, s.slot, static_cast<int32_t>(tables.size()), s.window_floor, s.cached_until});
     tables.insert(tables.end(), s.blocks.begin(), s.blocks.end());
+    if (capacity) {
+      DEEPINFER_CHECK(s.blocks.size() <= capacity, "cuda: a block table of {} blocks in a step recorded for {}",
+                      s.blocks.size(), capacity);
+      tables.resize(tables.size() + (capacity - s.blocks.size()), 0);
+    }
   }
   out.seqs = stage(std::span<const DeviceSeq>(out.host));
   out.blocks = stage(std::span<const int32_t>(tables));
@@ -150,7 +177,11 @@ void* CudaBackend::scratch(size_t bytes, int which) {
   if (scratch_.size() <= static_cast<size_t>(which)) scratch_.resize(static_cast<size_t>(which) + 1);
   Buffer& b = scratch_[static_cast<size_t>(which)];
   if (b.size() < bytes) {
-    synchronize();  // a kernel may still read the old buffer
+    if (capturing_) {
+      retired_scratch_.push_back(std::move(b));  // the graph being recorded may read it
+    } else {
+      synchronize();  // a kernel may still read the old buffer
+    }
     b = Buffer(bytes, allocator_);
   }
   return b.data();

@@ -9,6 +9,7 @@
 // CPU op by test_backend_ops; the kernels issue (#13) takes them to the floor.
 #include <cuda_runtime.h>
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -19,6 +20,7 @@
 #include "backend/backend.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device_types.h"
+#include "backend/cuda/launch_control.h"
 
 namespace deepinfer::cuda {
 
@@ -41,9 +43,15 @@ struct DeviceWeight {
   const std::byte* data = nullptr;
   const std::byte* scale = nullptr;
   DevMatrix dev() const {
-    return {static_cast<int>(host.dtype), host.rows, host.cols, reinterpret_cast<const uint8_t*>(data),
-            reinterpret_cast<const uint8_t*>(scale), static_cast<int>(host.scale_dtype), host.scale_cols,
-            host.block_rows, host.block_cols};
+    return {.dtype = static_cast<int>(host.dtype),
+            .scale_dtype = static_cast<int>(host.scale_dtype),
+            .rows = host.rows,
+            .cols = host.cols,
+            .data = reinterpret_cast<const uint8_t*>(data),
+            .scale = reinterpret_cast<const uint8_t*>(scale),
+            .scale_cols = host.scale_cols,
+            .block_rows = host.block_rows,
+            .block_cols = host.block_cols};
   }
 };
 
@@ -73,6 +81,10 @@ class CudaBackend final : public backend::Backend {
   void copy_to_host(void* host_dst, const void* src, size_t bytes) override;
   void synchronize() override;
   void make_current() override;
+  // Decode steps of the listed batch sizes are captured as CUDA graphs (the second time their shape
+  // is seen) and replayed while every launch of the step matches the recording (step_graphs.cpp).
+  void run_step(const backend::StepShape& shape, const std::function<void()>& device_ops) override;
+  backend::StepGraphStats step_graph_stats() const override { return graph_stats_; }
 
   void linear(const WeightMatrix& w, TensorView x, TensorView y) override;
   void grouped_linear(const WeightMatrix& w, int64_t groups, TensorView x, TensorView y) override;
@@ -111,7 +123,8 @@ class CudaBackend final : public backend::Backend {
   void quantize_dequantize(TensorView x, backend::ActQuant format) override;
 
   // --- helpers for the op files ---
-  cudaStream_t stream() const { return nullptr; }  // the legacy default stream (see begin_op)
+  // Every op runs on the backend's own stream (blocking: ordered with legacy-stream copies).
+  cudaStream_t stream() const { return stream_; }
   // The device mirror of a weight matrix / of a host float array (uploaded on first use).
   const DeviceWeight& weight(const WeightMatrix& w);
   const float* floats(const float* host, size_t count);
@@ -121,7 +134,14 @@ class CudaBackend final : public backend::Backend {
   // stream, so it is ordered after earlier kernels (a later op's upload never overwrites data a
   // kernel still reads) and the host does not wait for the GPU: the launches of a step queue up.
   // The ring is reused only after a synchronize, once it has filled.
-  void begin_op() { staging_used_ = 0; staging_chunk_ = 0; }
+  void begin_op() {
+    staging_used_ = 0;
+    staging_chunk_ = 0;
+    launch_control().stream = stream_;
+  }
+  // Inside a recorded step: blocks per sequence table the recording holds (tables are padded to it,
+  // and launch sizes that follow context length use it as their bound); 0 otherwise.
+  int64_t step_block_capacity() const { return step_block_capacity_; }
   template <typename T>
   T* stage(std::span<const T> host) {
     return static_cast<T*>(stage_bytes(host.data(), host.size_bytes()));
@@ -138,10 +158,10 @@ class CudaBackend final : public backend::Backend {
     return {s.slots, s.blocks, s.slot_elems, s.block_elems, s.block_tokens};
   }
   static DevCompressor dev_compressor(const backend::CompressorLayout& c) {
-    return {c.rate, c.head_dim, c.width, c.overlap, c.slot_offset, c.block_offset, c.entries_per_block};
+    return {c.rate, c.head_dim, c.width, c.overlap ? 1 : 0, c.slot_offset, c.block_offset, c.entries_per_block};
   }
   DevRope dev_rope(const backend::RopeFreqs& f) {
-    return {floats(f.inv_freq.data(), f.inv_freq.size()), f.half(), f.attention_factor};
+    return {floats(f.inv_freq.data(), f.inv_freq.size()), f.half(), f.attention_factor, 0};
   }
   // Scratch device memory for one op (reused across calls; contents undefined).
   void* scratch(size_t bytes, int which = 0);
@@ -156,8 +176,38 @@ class CudaBackend final : public backend::Backend {
   // scratch() slots of the tensor-core GEMM's split activations (this one and the next).
   static constexpr int kTcScratch = 3;
 
+  // run_step's pieces (step_graphs.cpp).
+  struct StepGraph {
+    cudaGraphExec_t exec = nullptr;
+    uint64_t signature = 0;  // of the recorded launches (launch_control.h)
+    int64_t seen = 0, failures = 0, mismatches_in_a_row = 0, last_used = 0;
+    StepGraph() = default;
+    StepGraph(const StepGraph&) = delete;
+    StepGraph& operator=(const StepGraph&) = delete;
+    ~StepGraph() {
+      if (exec) cudaGraphExecDestroy(exec);
+    }
+  };
+  struct StepKey {
+    int64_t tokens, sequences, logit_rows, block_capacity;
+    auto operator<=>(const StepKey&) const = default;
+  };
+  bool graphable(const backend::StepShape& shape) const;
+  void run_eager(const std::function<void()>& device_ops);
+  bool replay(StepGraph& g, const std::function<void()>& device_ops);
+  void capture(StepGraph& g, const std::function<void()>& device_ops);
+  void begin_recorded_step();  // waits for the stream, restarts the pinned ring, frees retired scratch
+
   backend::BackendOptions options_;
   CudaAllocator allocator_;
+  cudaStream_t stream_ = nullptr;
+  std::map<StepKey, std::unique_ptr<StepGraph>> graphs_;
+  int64_t graph_clock_ = 0;
+  backend::StepGraphStats graph_stats_;
+  int64_t step_block_capacity_ = 0;
+  bool capturing_ = false;      // a stream capture is open
+  bool step_unusable_ = false;  // this capture / replay did something a recording cannot hold
+  std::vector<Buffer> retired_scratch_;  // replaced while capturing; freed after the graph ran
   std::mutex mutex_;
   std::map<WeightMatrix::Identity, std::pair<DeviceWeight, std::vector<Buffer>>> weights_;
   std::map<std::pair<const void*, size_t>, Buffer> arrays_;

@@ -1,6 +1,7 @@
 // Dense CUDA kernels: straightforward first versions, float32 arithmetic as the CPU ops do it.
 #include "backend/cuda/dense_kernels.h"
 #include "backend/cuda/device_math.cuh"
+#include "backend/cuda/launch.cuh"
 
 namespace deepinfer::cuda {
 
@@ -280,25 +281,25 @@ __global__ void mhc_post_inplace_kernel(float* residual, const float* out, const
 
 void launch_gather_rows(const float* src, const int64_t* rows, int64_t count, int64_t width, float* dst) {
   if (count * width == 0) return;
-  gather_rows_kernel<<<blocks_for(count * width, kThreads), kThreads>>>(src, rows, count, width, dst);
+  launch(gather_rows_kernel, blocks_for(count * width, kThreads), kThreads, 0, src, rows, count, width, dst);
 }
 
 void launch_embed(DevMatrix table, const int32_t* ids, int64_t tokens, int64_t copies, float* out) {
   const int64_t n = tokens * copies * table.cols;
   if (n == 0) return;
-  embed_kernel<<<blocks_for(n, kThreads), kThreads>>>(table, ids, tokens, copies, out);
+  launch(embed_kernel, blocks_for(n, kThreads), kThreads, 0, table, ids, tokens, copies, out);
 }
 
 void launch_rms_norm(const float* x, const float* weight, float eps, int64_t rows, int64_t n, float* out) {
   if (rows == 0) return;
-  rms_norm_kernel<<<static_cast<unsigned>(rows), kThreads>>>(x, weight, eps, n, out);
+  launch(rms_norm_kernel, static_cast<unsigned>(rows), kThreads, 0, x, weight, eps, n, out);
 }
 
 void launch_rope(float* x, const int64_t* positions, int64_t tokens, int64_t heads, int64_t head_dim, DevRope rope,
                  bool inverse) {
   const int64_t n = tokens * heads * rope.half;
   if (n == 0) return;
-  rope_kernel<<<blocks_for(n, kThreads), kThreads>>>(x, positions, tokens, heads, head_dim, rope, inverse ? -1.0f : 1.0f);
+  launch(rope_kernel, blocks_for(n, kThreads), kThreads, 0, x, positions, tokens, heads, head_dim, rope, inverse ? -1.0f : 1.0f);
 }
 
 int64_t mhc_mix_chunks(int64_t width) { return (width + kMixChunk - 1) / kMixChunk; }
@@ -308,7 +309,7 @@ void launch_mhc_mix_partials(const float* residual, int64_t tokens, int64_t widt
   static_assert(kThreads == kMixChunk, "one column per thread");
   if (tokens == 0) return;
   const int64_t chunks = mhc_mix_chunks(width);
-  mhc_mix_partials_kernel<<<dim3(static_cast<unsigned>(tokens), static_cast<unsigned>(chunks)), kThreads>>>(
+  launch(mhc_mix_partials_kernel, dim3(static_cast<unsigned>(tokens), static_cast<unsigned>(chunks)), kThreads, 0, 
       residual, width, fn, mixes, chunks, sumsq, dots);
 }
 
@@ -319,7 +320,7 @@ void launch_finish(MhcFinishArgs a, int64_t tokens) {
   const int64_t slices = tokens < 64 ? 16 : 1;
   a.slice = (a.D + slices - 1) / slices;
   const size_t smem = static_cast<size_t>(a.mixes + a.n * a.n + a.n) * sizeof(float);
-  mhc_finish_kernel<<<dim3(static_cast<unsigned>(tokens), static_cast<unsigned>(slices)), kThreads, smem>>>(a);
+  launch(mhc_finish_kernel, dim3(static_cast<unsigned>(tokens), static_cast<unsigned>(slices)), kThreads, smem, a);
 }
 }  // namespace
 
@@ -345,14 +346,14 @@ bool launch_mhc_post_inplace(float* residual, const float* out, const float* pos
                              int64_t n, int64_t D) {
   if (n > kPostMaxCopies) return false;
   if (tokens * D == 0) return true;
-  mhc_post_inplace_kernel<<<blocks_for(tokens * D, kThreads), kThreads>>>(residual, out, post, comb, tokens, n, D);
+  launch(mhc_post_inplace_kernel, blocks_for(tokens * D, kThreads), kThreads, 0, residual, out, post, comb, tokens, n, D);
   return true;
 }
 
 void launch_mhc_post(const float* old, const float* out, const float* post, const float* comb, int64_t tokens,
                      int64_t n, int64_t D, float* residual) {
   if (tokens * n * D == 0) return;
-  mhc_post_kernel<<<blocks_for(tokens * n * D, kThreads), kThreads>>>(old, out, post, comb, tokens, n, D, residual);
+  launch(mhc_post_kernel, blocks_for(tokens * n * D, kThreads), kThreads, 0, old, out, post, comb, tokens, n, D, residual);
 }
 
 }  // namespace deepinfer::cuda

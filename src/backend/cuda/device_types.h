@@ -8,14 +8,19 @@
 
 namespace deepinfer::cuda {
 
+// Kernel argument structs have no padding: a recorded step is replayed only when the bytes of
+// every launch's arguments match (launch.cuh), and padding bytes are not defined.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic error "-Wpadded"
+
 // A stored weight as kernels see it (by value). dtype / scale_dtype use core/dtype.h's DType
 // numbering: F32 0, F16 1, BF16 2, F8_E4M3 3, F8_E8M0 4, F4_E2M1 5.
 struct DevMatrix {
   int dtype;
+  int scale_dtype;
   int64_t rows, cols;
   const uint8_t* data;
   const uint8_t* scale;
-  int scale_dtype;
   int64_t scale_cols, block_rows, block_cols;
 };
 
@@ -32,6 +37,7 @@ struct DevRope {
   const float* inv_freq;  // [half]
   int64_t half;
   float attention_factor;
+  int32_t pad;
 };
 
 // The two state pools (as backend::StateStorage, F32).
@@ -44,9 +50,11 @@ struct DevState {
 // A compressor's placement (as backend::CompressorLayout).
 struct DevCompressor {
   int64_t rate, head_dim, width;
-  bool overlap;
+  int64_t overlap;  // 0 / 1
   int64_t slot_offset, block_offset, entries_per_block;
 };
+
+#pragma GCC diagnostic pop
 
 // Entry e of a compressor of sequence s.
 __host__ __device__ inline float* dev_entry(const DevState& st, const DeviceSeq& s, const int32_t* blocks,

@@ -10,6 +10,7 @@
 
 #include "backend/cuda/device_math.cuh"
 #include "backend/cuda/skinny_gemm.cuh"
+#include "backend/cuda/launch.cuh"
 
 namespace deepinfer::cuda {
 
@@ -357,13 +358,13 @@ void launch_linear_rows(int fmt, dim3 grid, const DevMatrix& w, int64_t groups, 
                         int64_t nm, int ks, bool xv) {
   switch (fmt) {
 #define DEEPINFER_LINEAR(F) \
-  case F: linear_kernel<F, kMaxRows><<<grid, skinny::kThreads>>>(w, groups, x, tokens, y, nm, ks, xv); break;
+  case F: launch(linear_kernel<F, kMaxRows>, grid, skinny::kThreads, 0, w, groups, x, tokens, y, nm, ks, xv); break;
     DEEPINFER_LINEAR(skinny::kF32)
     DEEPINFER_LINEAR(skinny::kF16)
     DEEPINFER_LINEAR(skinny::kBF16)
     DEEPINFER_LINEAR(skinny::kF8)
     DEEPINFER_LINEAR(skinny::kF4)
-    default: linear_kernel<skinny::kGeneric, kMaxRows><<<grid, skinny::kThreads>>>(w, groups, x, tokens, y, nm, ks, xv);
+    default: launch(linear_kernel<skinny::kGeneric, kMaxRows>, grid, skinny::kThreads, 0, w, groups, x, tokens, y, nm, ks, xv);
 #undef DEEPINFER_LINEAR
   }
 }
@@ -404,7 +405,7 @@ void launch_linear(const DevMatrix& w, int64_t groups, const float* x, int64_t t
     const dim3 sgrid(static_cast<unsigned>(std::min<int64_t>(ct * groups, resident_ctas())));
     switch (fmt) {
 #define DEEPINFER_LINEAR(F) \
-  case F: linear_stream_kernel<F, 2><<<sgrid, skinny::kThreads>>>(w, groups, x, tokens, y, ct, ks, xv); break;
+  case F: launch(linear_stream_kernel<F, 2>, sgrid, skinny::kThreads, 0, w, groups, x, tokens, y, ct, ks, xv); break;
       DEEPINFER_LINEAR(skinny::kF32)
       DEEPINFER_LINEAR(skinny::kF16)
       DEEPINFER_LINEAR(skinny::kBF16)
@@ -436,7 +437,7 @@ void launch_moe_gemm(int fmt, const DevMatrix* wa, const DevMatrix* wb, const Mo
     switch (fmt) {
 #define DEEPINFER_MOE(F)                                                                                          \
   case F:                                                                                                         \
-    moe_stream_kernel<F, kSwiglu, 2><<<sgrid, skinny::kThreads>>>(wa, wb, tiles, tile_count, grid_tiles,          \
+    launch(moe_stream_kernel<F, kSwiglu, 2>, sgrid, skinny::kThreads, 0, wa, wb, tiles, tile_count, grid_tiles,          \
                                                                   identity_rows, row_src, x, K, y, n_out, ncol,   \
                                                                   limit, ks, xv);                                 \
     break;
@@ -452,7 +453,7 @@ void launch_moe_gemm(int fmt, const DevMatrix* wa, const DevMatrix* wb, const Mo
   switch (fmt) {
 #define DEEPINFER_MOE(F)                                                                                          \
   case F:                                                                                                         \
-    moe_gemm_kernel<F, kSwiglu, kMaxRows><<<grid, skinny::kThreads>>>(wa, wb, tiles, tile_count, identity_rows, row_src, x, K, \
+    launch(moe_gemm_kernel<F, kSwiglu, kMaxRows>, grid, skinny::kThreads, 0, wa, wb, tiles, tile_count, identity_rows, row_src, x, K, \
                                                             y, n_out, limit, ks, xv);                             \
     break;
     DEEPINFER_MOE(skinny::kF32)
@@ -461,7 +462,7 @@ void launch_moe_gemm(int fmt, const DevMatrix* wa, const DevMatrix* wb, const Mo
     DEEPINFER_MOE(skinny::kF8)
     DEEPINFER_MOE(skinny::kF4)
     default:
-      moe_gemm_kernel<skinny::kGeneric, kSwiglu, kMaxRows><<<grid, skinny::kThreads>>>(wa, wb, tiles, tile_count, identity_rows,
+      launch(moe_gemm_kernel<skinny::kGeneric, kSwiglu, kMaxRows>, grid, skinny::kThreads, 0, wa, wb, tiles, tile_count, identity_rows,
                                                                              row_src, x, K, y, n_out, limit, ks, xv);
 #undef DEEPINFER_MOE
   }
@@ -471,7 +472,7 @@ void launch_moe_gemm(int fmt, const DevMatrix* wa, const DevMatrix* wb, const Mo
 
 void launch_moe_route(const MoeRouteArgs& a) {
   if (a.tokens <= 0) return;
-  moe_route_kernel<<<blocks_for(a.tokens, kRouteWarps), 32 * kRouteWarps>>>(a);
+  launch(moe_route_kernel, blocks_for(a.tokens, kRouteWarps), 32 * kRouteWarps, 0, a);
 }
 
 void launch_moe_plan(const int32_t* experts, int64_t tokens, int64_t top_k, int64_t num_experts, const MoeIndex& ix,
@@ -479,10 +480,10 @@ void launch_moe_plan(const int32_t* experts, int64_t tokens, int64_t top_k, int6
   const int64_t routed = tokens * top_k;
   if (routed <= 0) return;
   constexpr int threads = 256;
-  cudaMemsetAsync(ix.counts, 0, static_cast<size_t>(num_experts) * sizeof(int32_t), 0);
-  moe_count_kernel<<<blocks_for(routed, threads), threads>>>(experts, routed, num_experts, ix.counts, ix.pos);
-  moe_plan_kernel<<<1, kPlanThreads>>>(ix.counts, num_experts, ix.offsets, ix.tiles, ix.tile_count, tile_rows);
-  moe_assign_kernel<<<blocks_for(routed, threads), threads>>>(experts, ix.pos, ix.offsets, routed, top_k, ix.row_of,
+  (void)stream_memset(ix.counts, 0, static_cast<size_t>(num_experts) * sizeof(int32_t));
+  launch(moe_count_kernel, blocks_for(routed, threads), threads, 0, experts, routed, num_experts, ix.counts, ix.pos);
+  launch(moe_plan_kernel, 1, kPlanThreads, 0, ix.counts, num_experts, ix.offsets, ix.tiles, ix.tile_count, tile_rows);
+  launch(moe_assign_kernel, blocks_for(routed, threads), threads, 0, experts, ix.pos, ix.offsets, routed, top_k, ix.row_of,
                                                               ix.row_token);
 }
 
@@ -511,12 +512,12 @@ void launch_moe_combine(float* out, const float* ye, const int32_t* experts, con
   if (tokens <= 0 || top_k <= 0 || D <= 0) return;
   const int threads = D >= 256 ? 256 : 64;
   const dim3 grid(static_cast<unsigned>(tokens), static_cast<unsigned>((D + threads - 1) / threads));
-  moe_combine_kernel<<<grid, threads>>>(out, ye, experts, weights, row_of, top_k, D);
+  launch(moe_combine_kernel, grid, threads, 0, out, ye, experts, weights, row_of, top_k, D);
 }
 
 void launch_fill(float* dst, int64_t n, float value) {
   if (n <= 0) return;
-  fill_kernel<<<blocks_for(n, 256), 256>>>(dst, n, value);
+  launch(fill_kernel, blocks_for(n, 256), 256, 0, dst, n, value);
 }
 
 }  // namespace deepinfer::cuda

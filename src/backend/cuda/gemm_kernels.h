@@ -1,7 +1,7 @@
 #pragma once
 // Launchers for the CUDA backend's GEMM-shaped kernels: linear / grouped linear over the stored
 // weight formats, MoE routing, and the MoE expert pipeline (plan, grouped SwiGLU GEMMs, combine).
-// Plain functions over raw device pointers, launched on the legacy default stream (stream 0); the
+// Plain functions over raw device pointers, launched on the calling thread's stream (launch_control.h); the
 // caller (ops_gemm.cpp) validates shapes and checks each launch. Built by nvcc (gemm_kernels.cu) and
 // g++ alike, so nothing here includes deepinfer headers beyond device_types.h.
 //
@@ -38,14 +38,17 @@ void launch_linear(const DevMatrix& w, int64_t groups, const float* x, int64_t t
 
 // --- MoE routing ---
 // scoring: 0 sqrt(softplus), 1 sigmoid, 2 softmax (backend::ScoringFunc order).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic error "-Wpadded"  // no padding in argument structs (see device_types.h)
 struct MoeRouteArgs {
   float* logits = nullptr;           // [T, E], replaced by the scores
   int64_t tokens = 0, experts = 0, top_k = 0;
-  int scoring = 0;
+  int32_t scoring = 0;
+  int32_t pad = 0;
   const float* bias = nullptr;          // [E] or null: added for the choice only
   const int32_t* hash_experts = nullptr;  // hash routing: the tokens' tid2eid rows [T, K], or null
   float routed_scaling_factor = 1.0f;
-  bool norm_topk_prob = true;
+  int32_t norm_topk_prob = 1;  // 0 / 1
   int32_t* out_experts = nullptr;    // [T, K]
   float* out_weights = nullptr;      // [T, K]
 };
@@ -71,6 +74,7 @@ struct MoeIndex {
   int32_t* tile_count; // [1]
   MoeTile* tiles;      // [moe_max_tiles(T*K, E)]
 };
+#pragma GCC diagnostic pop
 // Groups the routed (t, k) pairs of experts [T, K] by expert into rows and tiles of tile_rows rows
 // at most (a multiple of 8, at most 64).
 void launch_moe_plan(const int32_t* experts, int64_t tokens, int64_t top_k, int64_t num_experts, const MoeIndex& ix,
@@ -88,7 +92,7 @@ void launch_moe_down(int fmt, const DevMatrix* w2s, const MoeTile* tiles, const 
 // out[t] += weights[t, k] * ye[row_of[t, k]] over token t's experts in ascending expert id.
 void launch_moe_combine(float* out, const float* ye, const int32_t* experts, const float* weights,
                         const int32_t* row_of, int64_t tokens, int64_t top_k, int64_t D);
-// dst[0, n) = value (on stream 0).
+// dst[0, n) = value.
 void launch_fill(float* dst, int64_t n, float value);
 
 // --- tensor-core GEMM (tc_gemm.cu) ---

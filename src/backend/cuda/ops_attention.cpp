@@ -57,7 +57,14 @@ void CudaBackend::compress(const backend::CompressorLayout& c, const backend::Co
   a.ape = stage_floats(*this, w.ape, static_cast<size_t>(c.rate * c.width));
   a.norm = w.norm ? stage_floats(*this, w.norm, static_cast<size_t>(c.head_dim)) : nullptr;
   a.eps = w.norm_eps;
-  a.rope = {stage_floats(*this, freqs.inv_freq.data(), freqs.inv_freq.size()), freqs.half(), freqs.attention_factor};
+  a.rope = {stage_floats(*this, freqs.inv_freq.data(), freqs.inv_freq.size()), freqs.half(), freqs.attention_factor, 0};
+  if (step_block_capacity() > 0) {
+    // A recorded step launches the same grid every time: padded to the most windows the step's
+    // sequences can complete (count / rate + 1 each); the kernel skips sequence -1.
+    int64_t bound = 0;
+    for (const DeviceSeq& s : staged.host) bound += s.count / c.rate + 1;
+    windows.resize(static_cast<size_t>(2 * bound), -1);
+  }
   const int64_t count = static_cast<int64_t>(windows.size() / 2);
   if (count > 0) {
     const int64_t* d_windows = stage(std::span<const int64_t>(windows));
@@ -88,6 +95,8 @@ void CudaBackend::indexer_select(const backend::CompressorLayout& keys, TensorVi
   const StagedSeqs staged = stage_seqs(seqs, T, state);
   int64_t max_held = 1;
   for (const DeviceSeq& s : staged.host) max_held = std::max(max_held, (s.start + s.count) / rate);
+  // A recorded step sizes its rows for the tokens its tables can hold, not this step's.
+  if (step_block_capacity() > 0) max_held = std::max<int64_t>(1, step_block_capacity() * state.block_tokens / rate);
   DEEPINFER_CHECK(max_held < (int64_t{1} << 31), "cuda indexer_select: {} entries are too many", max_held);
   IndexerArgs a{};
   a.keys = dev_compressor(keys);
@@ -185,6 +194,10 @@ void CudaBackend::sparse_attention(TensorView q, TensorView kv, const backend::W
     const int64_t nwin = pos - std::max(pos - wl.window + 1, sq.window_floor) + 1;
     const int64_t nent = !entries ? 0 : use_selection ? k_sel : (pos + 1) / entries->rate;
     max_keys = std::max(max_keys, nwin + nent);
+  }
+  if (step_block_capacity() > 0) {  // a recorded step: the bound for the tokens its tables can hold
+    const int64_t held = step_block_capacity() * state.block_tokens;
+    max_keys = wl.window + (!entries ? 0 : use_selection ? k_sel : held / entries->rate);
   }
   const int64_t splits = (max_keys + kAttentionSplitKeys - 1) / kAttentionSplitKeys;
   constexpr int64_t kPartialBudget = int64_t{1} << 26;  // floats (256 MB)

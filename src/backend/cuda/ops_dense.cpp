@@ -86,7 +86,7 @@ void CudaBackend::mhc_post(TensorView residual, TensorView out, TensorView post,
     return;
   }
   auto* old = static_cast<float*>(scratch(static_cast<size_t>(T * n * D) * sizeof(float), 0));
-  DEEPINFER_CUDA_CHECK(cudaMemcpy(old, residual.data, static_cast<size_t>(T * n * D) * sizeof(float),
+  DEEPINFER_CUDA_CHECK(stream_copy(old, residual.data, static_cast<size_t>(T * n * D) * sizeof(float),
                                   cudaMemcpyDeviceToDevice));
   launch_mhc_post(old, out.f32(), post.f32(), comb.f32(), T, n, D, residual.f32());
   DEEPINFER_CUDA_LAUNCHED();

@@ -5,6 +5,7 @@
 
 #include "backend/cuda/device_math.cuh"
 #include "backend/cuda/quant_kernels.h"
+#include "backend/cuda/launch.cuh"
 
 namespace deepinfer::cuda {
 
@@ -54,7 +55,7 @@ __global__ void quantize_dequantize_kernel(float* x, int64_t groups, int format)
 
 void launch_quantize_dequantize(float* x, int64_t groups, int format) {
   if (groups <= 0) return;
-  quantize_dequantize_kernel<<<blocks_for(groups, 128), 128, 0, 0>>>(x, groups, format);
+  launch(quantize_dequantize_kernel, blocks_for(groups, 128), 128, 0, x, groups, format);
 }
 
 }  // namespace deepinfer::cuda

@@ -34,6 +34,7 @@
 #include "backend/cuda/device_math.cuh"
 #include "backend/cuda/gemm_kernels.h"
 #include "backend/cuda/skinny_gemm.cuh"  // decode4: the exact FP8 / FP4 widening
+#include "backend/cuda/launch.cuh"
 
 namespace deepinfer::cuda {
 
@@ -493,7 +494,7 @@ int tc_common_format(int a, int b) {
 void launch_tc_split_x(const float* x, int64_t rows, int64_t groups, int64_t C, void* out) {
   const int64_t n = rows * groups * tc::split_row_records(C);
   if (n <= 0) return;
-  tc::split_x_kernel<<<blocks_for(n, 256), 256>>>(x, rows, groups, C, static_cast<uint4*>(out));
+  launch(tc::split_x_kernel, blocks_for(n, 256), 256, 0, x, rows, groups, C, static_cast<uint4*>(out));
 }
 
 bool tc_reads_x(int64_t rows, const float* x) { return rows <= 8 && reinterpret_cast<uintptr_t>(x) % 16 == 0; }
@@ -528,13 +529,13 @@ void launch_linear_tc(int fmt, const DevMatrix& w, int64_t groups, const float* 
   const auto* x4 = static_cast<const uint4*>(xc);
 #define DEEPINFER_TC_LINEAR(F)                                                                                   \
   if (raw)                                                                                                       \
-    tc::linear_tc_kernel<F, 1, true><<<grid, tc::kThreads>>>(w, groups, nullptr, x, tokens, y, nb, ks, seq);     \
+    launch(tc::linear_tc_kernel<F, 1, true>, grid, tc::kThreads, 0, w, groups, nullptr, x, tokens, y, nb, ks, seq);     \
   else if (nt == 4)                                                                                              \
-    tc::linear_tc_kernel<F, 4, false><<<grid, tc::kThreads>>>(w, groups, x4, nullptr, tokens, y, nb, ks, seq);   \
+    launch(tc::linear_tc_kernel<F, 4, false>, grid, tc::kThreads, 0, w, groups, x4, nullptr, tokens, y, nb, ks, seq);   \
   else if (nt == 8)                                                                                              \
-    tc::linear_tc_kernel<F, 8, false><<<grid, tc::kThreads>>>(w, groups, x4, nullptr, tokens, y, nb, ks, seq);   \
+    launch(tc::linear_tc_kernel<F, 8, false>, grid, tc::kThreads, 0, w, groups, x4, nullptr, tokens, y, nb, ks, seq);   \
   else                                                                                                           \
-    tc::linear_tc_kernel<F, 1, false><<<grid, tc::kThreads>>>(w, groups, x4, nullptr, tokens, y, nb, ks, seq);
+    launch(tc::linear_tc_kernel<F, 1, false>, grid, tc::kThreads, 0, w, groups, x4, nullptr, tokens, y, nb, ks, seq);
   DEEPINFER_TC_FORMATS(DEEPINFER_TC_LINEAR)
 #undef DEEPINFER_TC_LINEAR
 }
@@ -561,7 +562,7 @@ void launch_moe_gemm_tc(bool swiglu, int fmt, const DevMatrix* wa, const DevMatr
   }
   const auto* x4 = static_cast<const uint4*>(xc);
 #define DEEPINFER_TC_MOE_K(F, S, NT, RAW)                                                                       \
-  tc::moe_tc_kernel<F, S, NT, RAW><<<grid, tc::kThreads>>>(wa, wb, tiles, tile_count, identity_rows, row_src, x4,      \
+  launch(tc::moe_tc_kernel<F, S, NT, RAW>, grid, tc::kThreads, 0, wa, wb, tiles, tile_count, identity_rows, row_src, x4,      \
                                                            x_rows, x, K, y, n_out, limit, ks, seq);
 #define DEEPINFER_TC_MOE_S(F, S)                    \
   if (raw) {                                        \

@@ -15,7 +15,7 @@ DeepseekV4::DeepseekV4(io::ModelConfig config, std::unique_ptr<Weights> weights,
       rope_main_(config_.rope_main, config_.qk_rope_head_dim),
       rope_compress_(config_.rope_compress, config_.qk_rope_head_dim),
       ties_(options.batch_invariant ? TopKTies::LowerIndex : options.top_k_ties),
-      backend_(backend::make_backend(options.device, {.batch_invariant = options.batch_invariant, .device_index = options.device_index})),
+      backend_(backend::make_backend(options.device, options.backend_options())),
       workspace_(backend_->allocator()) {
   mhc_.hc_mult = config_.hc_mult;
   mhc_.sinkhorn_iters = config_.hc_sinkhorn_iters;
@@ -38,37 +38,46 @@ void DeepseekV4::forward(const ForwardBatch& batch, kv::StatePool& pool, std::ve
   Step step{{batch, pool.storage(), workspace_}};
   backend::Backend& be = *backend_;
   const auto eps = static_cast<float>(config_.rms_norm_eps);
-
-  // Residual stream: hc_mult copies of the embedding.
-  TensorView X = workspace_.f32({T, n, D});
-  be.embed(weights_->embed, batch.tokens, X);
-  TensorView input = workspace_.f32({T, D}), out = workspace_.f32({T, D});
-  TensorView post = workspace_.f32({T, n}), comb = workspace_.f32({T, n, n});
-  for (size_t l = 0; l < weights_->layers.size(); ++l) {
-    const Layer& layer = weights_->layers[l];
-    be.mhc_pre(mhc_weights(layer.hc_attn), mhc_, X, input, post, comb);
-    be.rms_norm(input, layer.attn_norm.data(), eps, input);
-    attention(layer, l, step, input, out);
-    be.mhc_post(X, out, post, comb);
-
-    be.mhc_pre(mhc_weights(layer.hc_ffn), mhc_, X, input, post, comb);
-    be.rms_norm(input, layer.ffn_norm.data(), eps, input);
-    moe(layer, l, step, input, out);
-    be.mhc_post(X, out, post, comb);
-  }
-
-  // Only the rows that need logits go on: hc_head collapses the copies, then norm and lm_head.
   const auto rows = static_cast<int64_t>(batch.logit_rows.size());
   logits.resize(static_cast<size_t>(rows * V));
+  TensorView out_logits;
+
+  // The device half of the step (the backend may record it once and replay it: decode steps on
+  // CUDA). Its tensors come from the workspace in the same order every time, so a replay sees the
+  // same addresses.
+  auto device_ops = [&] {
+    workspace_.reset();
+    // Residual stream: hc_mult copies of the embedding.
+    TensorView X = workspace_.f32({T, n, D});
+    be.embed(weights_->embed, batch.tokens, X);
+    TensorView input = workspace_.f32({T, D}), out = workspace_.f32({T, D});
+    TensorView post = workspace_.f32({T, n}), comb = workspace_.f32({T, n, n});
+    for (size_t l = 0; l < weights_->layers.size(); ++l) {
+      const Layer& layer = weights_->layers[l];
+      be.mhc_pre(mhc_weights(layer.hc_attn), mhc_, X, input, post, comb);
+      be.rms_norm(input, layer.attn_norm.data(), eps, input);
+      attention(layer, l, step, input, out);
+      be.mhc_post(X, out, post, comb);
+
+      be.mhc_pre(mhc_weights(layer.hc_ffn), mhc_, X, input, post, comb);
+      be.rms_norm(input, layer.ffn_norm.data(), eps, input);
+      moe(layer, l, step, input, out);
+      be.mhc_post(X, out, post, comb);
+    }
+
+    // Only the rows that need logits go on: hc_head collapses the copies, then norm and lm_head.
+    if (rows == 0) return;
+    TensorView picked = workspace_.f32({rows, n, D});
+    be.gather_rows(X, batch.logit_rows, picked);
+    TensorView hidden = workspace_.f32({rows, D});
+    be.mhc_head({weights_->hc_head_fn.data(), weights_->hc_head_base.data(), weights_->hc_head_scale.data()}, mhc_,
+                picked, hidden);
+    be.rms_norm(hidden, weights_->norm.data(), eps, hidden);
+    out_logits = workspace_.f32({rows, V});
+    be.linear(weights_->head, hidden, out_logits);
+  };
+  be.run_step(step_shape(batch, moe_executor() == nullptr), device_ops);
   if (rows == 0) return;
-  TensorView picked = workspace_.f32({rows, n, D});
-  be.gather_rows(X, batch.logit_rows, picked);
-  TensorView hidden = workspace_.f32({rows, D});
-  be.mhc_head({weights_->hc_head_fn.data(), weights_->hc_head_base.data(), weights_->hc_head_scale.data()}, mhc_,
-              picked, hidden);
-  be.rms_norm(hidden, weights_->norm.data(), eps, hidden);
-  TensorView out_logits = workspace_.f32({rows, V});
-  be.linear(weights_->head, hidden, out_logits);
   be.copy_to_host(logits.data(), out_logits.data, static_cast<size_t>(rows * V) * sizeof(float));
 }
 

@@ -26,7 +26,7 @@ DeepseekV41::DeepseekV41(io::DeepseekV41Config config, std::unique_ptr<Weights> 
       layout_(forward_layout(config_)),
       rope_window_(config_.window_rope(), config_.qk_rope_head_dim),
       rope_compressed_(config_.compressed_rope(), config_.qk_rope_head_dim),
-      backend_(backend::make_backend(options.device, {.batch_invariant = options.batch_invariant, .device_index = options.device_index})),
+      backend_(backend::make_backend(options.device, options.backend_options())),
       workspace_(backend_->allocator()),
       replay_keep_(options.decoder_replay_keep) {
   DEEPINFER_CHECK(replay_keep_ == 0 || replay_keep_ >= config_.sliding_window,

@@ -1,0 +1,34 @@
+#pragma once
+// Where this thread's kernels go and whether they run. CudaBackend sets it around its ops; every
+// launch in the kernel files goes through launch() (launch.cuh), which also folds the kernel, its
+// grid and its argument bytes into a signature while a step is recorded or replayed: a recorded
+// step (a CUDA graph) is replayed only when the replaying step would launch exactly the same work.
+// Plain C++ (no fmt): included by nvcc-compiled kernel files.
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace deepinfer::cuda {
+
+struct LaunchControl {
+  cudaStream_t stream = nullptr;
+  bool record = false;    // fold every launch and stream copy into `signature`
+  bool suppress = false;  // replaying a recording: fold, but launch nothing
+  uint64_t signature = 0;
+
+  void fold(const void* bytes, size_t n);
+  template <typename T>
+  void fold_value(const T& v) {
+    fold(&v, sizeof v);
+  }
+};
+
+// This thread's control (thread-local: data-parallel ranks drive their GPUs from their own threads).
+LaunchControl& launch_control();
+
+// Stream operations of the ops, under the same control (recorded, suppressed on replay).
+cudaError_t stream_memset(void* dst, int value, size_t bytes);
+cudaError_t stream_copy(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind);
+
+}  // namespace deepinfer::cuda
