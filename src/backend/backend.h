@@ -155,6 +155,9 @@ struct StepGraphStats {
   int64_t replays = 0;     // replayed from a recording
   int64_t mismatches = 0;  // a recording of the shape existed but the step's launches differed
   int64_t capture_failures = 0;
+  // Host time spent in the ops' code: of the replays (host code with launches suppressed, signature
+  // check, graph launch) and of the eager steps (queueing every launch).
+  double replay_host_s = 0, eager_host_s = 0;
 };
 
 // Weights (WeightMatrix and the float vectors ops read) must outlive the backend and not change:

@@ -195,6 +195,9 @@ class Bench {
       }
       const backend::StepGraphStats graphs = be_.step_graph_stats();
       const int64_t replays = graphs.replays - graphs_before.replays;
+      const int64_t eager_steps = graphs.eager - graphs_before.eager;
+      const double replay_host = replays ? (graphs.replay_host_s - graphs_before.replay_host_s) / replays : 0;
+      const double eager_host = eager_steps ? (graphs.eager_host_s - graphs_before.eager_host_s) / eager_steps : 0;
       if (a_.profile) profile_step(pool, active, logits);
       const double step_s = median(times);
       const StepCost cost = decode_cost(census_, c_, layout_, B, a_.context);
@@ -203,10 +206,12 @@ class Bench {
              floor_of(cost, ceil_), cost,
              {{"kind", "decode"}, {"batch", B}, {"context", a_.context}, {"step_s", step_s}, {"times_s", times},
               {"tok_s", static_cast<double>(B) / step_s}, {"copy_check_max_logit_diff", copy_diff},
-              {"cuda_graph_replays", replays}});
-      fmt::print("  cuda graphs: {} of {} steps replayed ({} captured, {} mismatched){}\n", replays,
-                 a_.warmup + a_.steps, graphs.captures - graphs_before.captures,
-                 graphs.mismatches - graphs_before.mismatches, a_.enforce_eager ? " (--enforce-eager)" : "");
+              {"cuda_graph_replays", replays}, {"replay_host_s", replay_host}, {"eager_host_s", eager_host}});
+      fmt::print("  cuda graphs: {} of {} steps replayed ({} captured, {} mismatched){}; host code per step: "
+                 "replayed {}, eager {}\n",
+                 replays, a_.warmup + a_.steps, graphs.captures - graphs_before.captures,
+                 graphs.mismatches - graphs_before.mismatches, a_.enforce_eager ? " (--enforce-eager)" : "",
+                 replays ? ms(replay_host) : "-", eager_steps ? ms(eager_host) : "-");
       if (B > 1)
         fmt::print("  state-copy check: same token in all {} sequences, max |logit difference| sequence 0 vs {}: {:.3g}\n",
                    B, B - 1, copy_diff);

@@ -138,6 +138,7 @@ class CudaBackend final : public backend::Backend {
     staging_used_ = 0;
     staging_chunk_ = 0;
     launch_control().stream = stream_;
+    if (step_mode_ != StepMode::None) on_op_begin();
   }
   // Inside a recorded step: blocks per sequence table the recording holds (tables are padded to it,
   // and launch sizes that follow context length use it as their bound); 0 otherwise.
@@ -171,32 +172,62 @@ class CudaBackend final : public backend::Backend {
   // moe_experts with `out` starting at empty_value (0 in moe_experts) when there is no shared expert.
   void moe_experts_filled(const backend::MoeWeights& w, TensorView x, TensorView experts, TensorView weights,
                           TensorView out, float empty_value);
+  // The routed experts of one MoE layer as its kernels take them: the DevMatrix arrays on the
+  // device (uploaded once, not staged per step) and their kernel formats. Cached by the experts
+  // span and checked against every matrix's identity on each call (cheap: no lookups), so a list
+  // freed and rebuilt at the same address is rebuilt here too (ops_gemm.cpp).
+  struct ExpertTable {
+    std::vector<WeightMatrix::Identity> ids;  // w1, w3, w2 of each expert
+    std::vector<DevMatrix> m1, m3, m2;
+    std::vector<Buffer> device;  // the three arrays
+    const DevMatrix *d1 = nullptr, *d3 = nullptr, *d2 = nullptr;
+    int64_t inter = 0;            // I
+    int tc_gate_up = -1, tc_down = -1, gate_up_format = 0, down_format = 0;
+  };
+  const ExpertTable& expert_table(std::span<const backend::SwigluExpert> experts, int64_t D);
   // linear and grouped_linear after validation (ops_gemm.cpp).
   void linear_any(const WeightMatrix& w, int64_t groups, TensorView x, TensorView y);
   // scratch() slots of the tensor-core GEMM's split activations (this one and the next).
   static constexpr int kTcScratch = 3;
 
   // run_step's pieces (step_graphs.cpp).
-  struct StepGraph {
+  // A recorded step is a chain of graphs of up to kOpsPerSegment ops each: a replay launches each
+  // one as soon as the host has checked its ops, so the GPU starts while the host goes on.
+  struct Segment {
     cudaGraphExec_t exec = nullptr;
-    uint64_t signature = 0;  // of the recorded launches (launch_control.h)
+    uint64_t signature = 0;  // of its launches (launch_control.h)
+    int64_t first_op = 0;    // ops before it in the step
+  };
+  struct StepGraph {
+    std::vector<Segment> segments;
+    int64_t ops = 0;  // in the whole step
     int64_t seen = 0, failures = 0, mismatches_in_a_row = 0, last_used = 0;
     StepGraph() = default;
     StepGraph(const StepGraph&) = delete;
     StepGraph& operator=(const StepGraph&) = delete;
-    ~StepGraph() {
-      if (exec) cudaGraphExecDestroy(exec);
+    ~StepGraph() { clear(); }
+    void clear() {
+      for (Segment& s : segments)
+        if (s.exec) cudaGraphExecDestroy(s.exec);
+      segments.clear();
+      ops = 0;
     }
   };
   struct StepKey {
     int64_t tokens, sequences, logit_rows, block_capacity;
     auto operator<=>(const StepKey&) const = default;
   };
+  enum class StepMode { None, Eager, Capture, Replay, Abandoned };
   bool graphable(const backend::StepShape& shape) const;
-  void run_eager(const std::function<void()>& device_ops);
+  // The ops from number skip_ops + 1 on launch (those before ran already, from graphs).
+  void run_eager(const std::function<void()>& device_ops, int64_t skip_ops = 0);
   bool replay(StepGraph& g, const std::function<void()>& device_ops);
   void capture(StepGraph& g, const std::function<void()>& device_ops);
   void begin_recorded_step();  // waits for the stream, restarts the pinned ring, frees retired scratch
+  void on_op_begin();          // segment boundaries (begin_op, inside a recorded or skipping step)
+  bool close_capture_segment();  // ends, instantiates and launches the open capture
+  void open_capture_segment();
+  bool launch_replayed_segment();  // the current segment, if the host's launches matched it
 
   backend::BackendOptions options_;
   CudaAllocator allocator_;
@@ -205,8 +236,15 @@ class CudaBackend final : public backend::Backend {
   int64_t graph_clock_ = 0;
   backend::StepGraphStats graph_stats_;
   int64_t step_block_capacity_ = 0;
-  bool capturing_ = false;      // a stream capture is open
-  bool step_unusable_ = false;  // this capture / replay did something a recording cannot hold
+  StepMode step_mode_ = StepMode::None;
+  StepGraph* step_graph_ = nullptr;  // being captured or replayed
+  int64_t op_index_ = 0;             // ops begun in this step
+  int64_t skip_ops_ = 0;             // Eager: ops 1..skip_ops_ are suppressed
+  size_t segment_ = 0;               // Replay: the segment being checked
+  int64_t segment_first_op_ = 0;     // Capture: where the open segment starts
+  int64_t failed_from_op_ = -1;      // Capture / Replay: the ops from here on must run eagerly
+  bool capturing_ = false;           // a stream capture is open
+  bool step_unusable_ = false;       // this capture / replay did something a recording cannot hold
   std::vector<Buffer> retired_scratch_;  // replaced while capturing; freed after the graph ran
   std::mutex mutex_;
   std::map<WeightMatrix::Identity, std::pair<DeviceWeight, std::vector<Buffer>>> weights_;
@@ -217,6 +255,7 @@ class CudaBackend final : public backend::Backend {
   size_t pinned_used_ = 0;
   static constexpr size_t kPinnedBytes = size_t{8} << 20;
   std::vector<Buffer> scratch_;
+  std::map<std::pair<const void*, size_t>, ExpertTable> expert_tables_;
 };
 
 }  // namespace deepinfer::cuda

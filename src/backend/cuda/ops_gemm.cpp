@@ -43,6 +43,45 @@ int all_tc(std::initializer_list<const std::vector<DevMatrix>*> lists) {
 
 }  // namespace
 
+const CudaBackend::ExpertTable& CudaBackend::expert_table(std::span<const backend::SwigluExpert> experts, int64_t D) {
+  const auto E = experts.size();
+  DEEPINFER_CHECK(E > 0 && experts[0].w1, "moe_experts: routed experts without weights");
+  const int64_t I = experts[0].w1->rows;
+  ExpertTable& t = expert_tables_[{experts.data(), E}];
+  bool same = t.ids.size() == 3 * E && t.inter == I;
+  for (size_t e = 0; same && e < E; ++e) {
+    const backend::SwigluExpert& ex = experts[e];
+    same = ex.w1 && ex.w3 && ex.w2 && t.ids[3 * e] == ex.w1->identity() && t.ids[3 * e + 1] == ex.w3->identity() &&
+           t.ids[3 * e + 2] == ex.w2->identity();
+  }
+  if (same) return t;
+  t = ExpertTable{};
+  t.inter = I;
+  for (size_t e = 0; e < E; ++e) {
+    const backend::SwigluExpert& ex = experts[e];
+    DEEPINFER_CHECK(same_shape(ex.w1, I, D) && same_shape(ex.w3, I, D) && same_shape(ex.w2, D, I),
+                    "moe_experts: expert {} does not fit [I = {}, D = {}] like expert 0", e, I, D);
+    t.ids.push_back(ex.w1->identity());
+    t.ids.push_back(ex.w3->identity());
+    t.ids.push_back(ex.w2->identity());
+    t.m1.push_back(weight(*ex.w1).dev());
+    t.m3.push_back(weight(*ex.w3).dev());
+    t.m2.push_back(weight(*ex.w2).dev());
+  }
+  for (const auto* list : {&t.m1, &t.m3, &t.m2}) {
+    t.device.emplace_back(list->size() * sizeof(DevMatrix), allocator_);
+    copy_to_backend(t.device.back().data(), list->data(), list->size() * sizeof(DevMatrix));
+  }
+  t.d1 = t.device[0].as<DevMatrix>();
+  t.d3 = t.device[1].as<DevMatrix>();
+  t.d2 = t.device[2].as<DevMatrix>();
+  t.tc_gate_up = all_tc({&t.m1, &t.m3});
+  t.tc_down = all_tc({&t.m2});
+  t.gate_up_format = common_format({&t.m1, &t.m3});
+  t.down_format = common_format({&t.m2});
+  return t;
+}
+
 // linear / grouped_linear: the tensor-core GEMM for the formats it takes, at every number of rows
 // (the choice depends on the weight alone: gemm_kernels.h), else the CUDA-core tile.
 void CudaBackend::linear_any(const WeightMatrix& w, int64_t groups, TensorView x, TensorView y) {
@@ -202,7 +241,7 @@ void CudaBackend::moe_experts_filled(const backend::MoeWeights& w, TensorView x,
   const int64_t Is = w.shared.w1 ? w.shared.w1->rows : 0;
   const int64_t routed = E > 0 ? T * K : 0;
 
-  std::vector<DevMatrix> s1, s2, s3, m1, m2, m3;
+  std::vector<DevMatrix> s1, s2, s3;
   if (w.shared.w1) {
     DEEPINFER_CHECK(same_shape(w.shared.w1, Is, D) && same_shape(w.shared.w3, Is, D) && same_shape(w.shared.w2, D, Is),
                     "moe_experts: shared expert does not fit D = {}", D);
@@ -210,24 +249,12 @@ void CudaBackend::moe_experts_filled(const backend::MoeWeights& w, TensorView x,
     s3 = {weight(*w.shared.w3).dev()};
     s2 = {weight(*w.shared.w2).dev()};
   }
-  if (routed > 0) {
-    m1.reserve(static_cast<size_t>(E));
-    m2.reserve(static_cast<size_t>(E));
-    m3.reserve(static_cast<size_t>(E));
-    for (int64_t e = 0; e < E; ++e) {
-      const backend::SwigluExpert& ex = w.experts[static_cast<size_t>(e)];
-      DEEPINFER_CHECK(same_shape(ex.w1, I, D) && same_shape(ex.w3, I, D) && same_shape(ex.w2, D, I),
-                      "moe_experts: expert {} does not fit [I = {}, D = {}] like expert 0", e, I, D);
-      m1.push_back(weight(*ex.w1).dev());
-      m3.push_back(weight(*ex.w3).dev());
-      m2.push_back(weight(*ex.w2).dev());
-    }
-  }
+  const ExpertTable* table = routed > 0 ? &expert_table(w.experts, D) : nullptr;
   // The tensor-core GEMM where the matrices allow it (the weights alone decide: gemm_kernels.h).
   const int f_shared_gu = w.shared.w1 ? all_tc({&s1, &s3}) : -1, f_shared_down = w.shared.w1 ? all_tc({&s2}) : -1;
   // The routed pair shares one plan, whose tiles the CUDA-core tile takes only at <= kGemmTileRows rows:
   // both on the tensor cores or neither.
-  const int f_routed_gu = routed > 0 ? all_tc({&m1, &m3}) : -1, f_routed_down = routed > 0 ? all_tc({&m2}) : -1;
+  const int f_routed_gu = table ? table->tc_gate_up : -1, f_routed_down = table ? table->tc_down : -1;
   const bool tc_routed = f_routed_gu >= 0 && f_routed_down >= 0;
   const int shared_rows = tc_moe_tile_rows(T);  // tensor-core schedules only
   // The CUDA-core kernels built for chunks of 1-2 rows (fewer registers): the shared expert at 1-2
@@ -282,9 +309,7 @@ void CudaBackend::moe_experts_filled(const backend::MoeWeights& w, TensorView x,
   }
   if (routed == 0) return;
 
-  const DevMatrix* d1 = stage(std::span<const DevMatrix>(m1));
-  const DevMatrix* d3 = stage(std::span<const DevMatrix>(m3));
-  const DevMatrix* d2 = stage(std::span<const DevMatrix>(m2));
+  const DevMatrix *d1 = table->d1, *d3 = table->d3, *d2 = table->d2;
   MoeIndex ix;
   int32_t* p = ints_base;
   ix.counts = p, p += E;
@@ -300,7 +325,7 @@ void CudaBackend::moe_experts_filled(const backend::MoeWeights& w, TensorView x,
     launch_moe_gemm_tc(true, f_routed_gu, d1, d3, ix.tiles, ix.tile_count, max_tiles, 0, routed_rows, ix.row_token,
                        x.f32(), T, xc, D, h, I, limit, true);
   } else {
-    launch_moe_gate_up(common_format({&m1, &m3}), d1, d3, ix.tiles, ix.tile_count, max_tiles, 0, ix.row_token, x.f32(),
+    launch_moe_gate_up(table->gate_up_format, d1, d3, ix.tiles, ix.tile_count, max_tiles, 0, ix.row_token, x.f32(),
                        D, I, limit, h, routed_few);
   }
   DEEPINFER_CUDA_LAUNCHED();
@@ -308,7 +333,7 @@ void CudaBackend::moe_experts_filled(const backend::MoeWeights& w, TensorView x,
     launch_moe_gemm_tc(false, f_routed_down, d2, d2, ix.tiles, ix.tile_count, max_tiles, 0, routed_rows, nullptr, h,
                        routed, hc, I, ye, D, 0.0f, true);
   } else {
-    launch_moe_down(common_format({&m2}), d2, ix.tiles, ix.tile_count, max_tiles, 0, h, I, D, ye, routed_few);
+    launch_moe_down(table->down_format, d2, ix.tiles, ix.tile_count, max_tiles, 0, h, I, D, ye, routed_few);
   }
   DEEPINFER_CUDA_LAUNCHED();
   launch_moe_combine(out.f32(), ye, experts.i32(), weights.f32(), ix.row_of, T, K, D);

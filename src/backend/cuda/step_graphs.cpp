@@ -3,11 +3,18 @@
 // replayed after that. A replay runs the ops' host code with launches suppressed: each op still
 // stages its per-step data (token ids, positions, block tables) into the pinned ring at the offsets
 // the recording's copy nodes read, and every launch folds its kernel, grid and argument bytes into
-// a signature. The graph is launched only if that signature equals the recording's, so a step
-// whose launches differ in anything (a pointer, a split count, a kernel choice) runs eagerly or is
+// a signature. A graph is launched only if that signature equals the recording's, so a step whose
+// launches differ in anything (a pointer, a split count, a kernel choice) runs eagerly or is
 // captured again: a replay can never run stale arguments.
+//
+// The step is recorded as a chain of segments of kOpsPerSegment ops: a replay launches a segment
+// as soon as the host has checked its ops, so the GPU works while the host checks the next ones.
+// When a segment does not match (or a capture fails), the segments before it have run and the step
+// goes on eagerly from its first op: the ops before are run again on the host with launches
+// suppressed (ops are deterministic, so the op count finds the place).
 #include <algorithm>
 #include <bit>
+#include <chrono>
 
 #include "backend/cuda/cuda_backend.h"
 
@@ -22,17 +29,13 @@ constexpr int64_t kMaxMismatchesInARow = 3;
 constexpr size_t kMaxGraphs = 64;
 // Smallest block capacity of a recording (tables shorter than this are padded to it).
 constexpr int64_t kMinBlockCapacity = 4;
+// Ops per segment: long enough that a graph launch (a few us) is small next to the segment's
+// kernels, short enough that the GPU starts early.
+constexpr int64_t kOpsPerSegment = 16;
 
-// Leaves the thread's launch control as it was found, whatever happens in the ops.
-struct ControlReset {
-  LaunchControl& lc = launch_control();
-  int64_t& capacity;
-  ~ControlReset() {
-    lc.record = false;
-    lc.suppress = false;
-    capacity = 0;
-  }
-};
+double seconds_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
 
 }  // namespace
 
@@ -42,17 +45,16 @@ bool CudaBackend::graphable(const backend::StepShape& shape) const {
   return std::find(sizes.begin(), sizes.end(), shape.tokens) != sizes.end();
 }
 
-void CudaBackend::run_eager(const std::function<void()>& device_ops) {
-  ++graph_stats_.eager;
-  device_ops();
-}
-
 void CudaBackend::begin_recorded_step() {
   // The previous step has finished (its logits were read), so this is a formality; the ring can
   // then start over at the offsets a recording uses.
   DEEPINFER_CUDA_CHECK(cudaStreamSynchronize(stream_));
   pinned_used_ = 0;
   retired_scratch_.clear();
+  op_index_ = 0;
+  failed_from_op_ = -1;
+  step_unusable_ = false;
+  launch_control().signature = 0;
 }
 
 void CudaBackend::run_step(const backend::StepShape& shape, const std::function<void()>& device_ops) {
@@ -61,26 +63,41 @@ void CudaBackend::run_step(const backend::StepShape& shape, const std::function<
     run_eager(device_ops);
     return;
   }
-  const int64_t capacity = static_cast<int64_t>(std::bit_ceil(static_cast<uint64_t>(std::max(shape.max_blocks, kMinBlockCapacity))));
+  const auto capacity =
+      static_cast<int64_t>(std::bit_ceil(static_cast<uint64_t>(std::max(shape.max_blocks, kMinBlockCapacity))));
   const StepKey key{shape.tokens, shape.sequences, shape.logit_rows, capacity};
-  auto& slot = graphs_[key];
-  if (!slot) {
-    slot = std::make_unique<StepGraph>();
-    if (graphs_.size() > kMaxGraphs) {
-      auto oldest = std::min_element(graphs_.begin(), graphs_.end(), [&](const auto& a, const auto& b) {
-        return (a.second.get() == slot.get() ? INT64_MAX : a.second->last_used) <
-               (b.second.get() == slot.get() ? INT64_MAX : b.second->last_used);
-      });
-      DEEPINFER_CUDA_CHECK(cudaStreamSynchronize(stream_));  // it may be running
-      graphs_.erase(oldest);
-    }
+  if (!graphs_.count(key) && graphs_.size() >= kMaxGraphs) {
+    auto oldest = std::min_element(graphs_.begin(), graphs_.end(), [](const auto& a, const auto& b) {
+      return a.second->last_used < b.second->last_used;
+    });
+    DEEPINFER_CUDA_CHECK(cudaStreamSynchronize(stream_));  // it may be running
+    graphs_.erase(oldest);
   }
-  StepGraph& g = *graphs_[key];
+  auto& slot = graphs_[key];
+  if (!slot) slot = std::make_unique<StepGraph>();
+  StepGraph& g = *slot;
   g.last_used = ++graph_clock_;
   step_block_capacity_ = capacity;
-  ControlReset reset{.capacity = step_block_capacity_};
+  // Leaves the step state as it was found, whatever happens in the ops.
+  struct Reset {
+    CudaBackend& be;
+    ~Reset() {
+      LaunchControl& lc = launch_control();
+      lc.record = lc.suppress = false;
+      be.step_block_capacity_ = 0;
+      be.step_mode_ = StepMode::None;
+      be.step_graph_ = nullptr;
+      if (be.capturing_) {  // an exception left a capture open
+        cudaGraph_t graph = nullptr;
+        cudaStreamEndCapture(be.stream_, &graph);
+        if (graph) cudaGraphDestroy(graph);
+        (void)cudaGetLastError();
+        be.capturing_ = false;
+      }
+    }
+  } reset{*this};
 
-  if (g.exec && replay(g, device_ops)) return;
+  if (!g.segments.empty() && replay(g, device_ops)) return;
   if (g.seen++ == 0 || g.failures > 0 || g.mismatches_in_a_row > kMaxMismatchesInARow) {
     run_eager(device_ops);
     return;
@@ -88,71 +105,167 @@ void CudaBackend::run_step(const backend::StepShape& shape, const std::function<
   capture(g, device_ops);
 }
 
-bool CudaBackend::replay(StepGraph& g, const std::function<void()>& device_ops) {
-  begin_recorded_step();
+void CudaBackend::run_eager(const std::function<void()>& device_ops, int64_t skip_ops) {
+  if (skip_ops == 0) ++graph_stats_.eager;
+  const auto t0 = std::chrono::steady_clock::now();
+  op_index_ = 0;
+  skip_ops_ = skip_ops;
+  step_mode_ = skip_ops > 0 ? StepMode::Eager : StepMode::None;
   LaunchControl& lc = launch_control();
+  lc.record = false;
+  lc.suppress = skip_ops > 0;
+  device_ops();
+  step_mode_ = StepMode::None;
+  lc.suppress = false;
+  graph_stats_.eager_host_s += seconds_since(t0);
+}
+
+void CudaBackend::on_op_begin() {
+  ++op_index_;
+  LaunchControl& lc = launch_control();
+  switch (step_mode_) {
+    case StepMode::Eager:
+      lc.suppress = op_index_ <= skip_ops_;
+      break;
+    case StepMode::Capture:
+      if (op_index_ - 1 - segment_first_op_ >= kOpsPerSegment) {
+        if (close_capture_segment()) {
+          segment_first_op_ = op_index_ - 1;
+          open_capture_segment();
+        } else {
+          failed_from_op_ = segment_first_op_;
+          step_mode_ = StepMode::Abandoned;
+          lc.record = false;
+          lc.suppress = true;
+        }
+      }
+      break;
+    case StepMode::Replay: {
+      const auto& segs = step_graph_->segments;
+      if (segment_ + 1 < segs.size() && op_index_ - 1 == segs[segment_ + 1].first_op && !launch_replayed_segment()) {
+        failed_from_op_ = segs[segment_].first_op;
+        step_mode_ = StepMode::Abandoned;
+        lc.record = false;
+      }
+      break;
+    }
+    case StepMode::Abandoned:
+    case StepMode::None:
+      break;
+  }
+}
+
+bool CudaBackend::launch_replayed_segment() {
+  LaunchControl& lc = launch_control();
+  const Segment& seg = step_graph_->segments[segment_];
+  if (step_unusable_ || lc.signature != seg.signature) return false;
+  DEEPINFER_CUDA_CHECK(cudaGraphLaunch(seg.exec, stream_));
+  ++segment_;
+  lc.signature = 0;
+  return true;
+}
+
+void CudaBackend::open_capture_segment() {
+  LaunchControl& lc = launch_control();
+  DEEPINFER_CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeRelaxed));
+  capturing_ = true;
   lc.signature = 0;
   lc.record = true;
+}
+
+bool CudaBackend::close_capture_segment() {
+  LaunchControl& lc = launch_control();
+  cudaGraph_t graph = nullptr;
+  cudaError_t status = cudaStreamEndCapture(stream_, &graph);
+  capturing_ = false;
+  cudaGraphExec_t exec = nullptr;
+  if (status == cudaSuccess && !step_unusable_) status = cudaGraphInstantiate(&exec, graph, 0);
+  if (graph) cudaGraphDestroy(graph);
+  if (status != cudaSuccess || step_unusable_) {
+    (void)cudaGetLastError();  // capture errors are not sticky
+    if (exec) cudaGraphExecDestroy(exec);
+    return false;
+  }
+  DEEPINFER_CUDA_CHECK(cudaGraphLaunch(exec, stream_));
+  step_graph_->segments.push_back({exec, lc.signature, segment_first_op_});
+  return true;
+}
+
+bool CudaBackend::replay(StepGraph& g, const std::function<void()>& device_ops) {
+  const auto t0 = std::chrono::steady_clock::now();
+  begin_recorded_step();
+  step_mode_ = StepMode::Replay;
+  step_graph_ = &g;
+  segment_ = 0;
+  LaunchControl& lc = launch_control();
+  lc.record = true;
   lc.suppress = true;
-  step_unusable_ = false;
   device_ops();
-  lc.record = false;
-  lc.suppress = false;
-  if (!step_unusable_ && lc.signature == g.signature) {
-    DEEPINFER_CUDA_CHECK(cudaGraphLaunch(g.exec, stream_));
+  const bool complete = step_mode_ == StepMode::Replay && op_index_ == g.ops && segment_ + 1 == g.segments.size();
+  if (complete && launch_replayed_segment()) {
+    step_mode_ = StepMode::None;
+    lc.record = lc.suppress = false;
+    graph_stats_.replay_host_s += seconds_since(t0);
     ++graph_stats_.replays;
     g.mismatches_in_a_row = 0;
     return true;
   }
+  // The segments before the first that did not match have run; the rest of the step runs eagerly.
+  const int64_t from = failed_from_op_ >= 0 ? failed_from_op_ : g.segments[segment_].first_op;
   ++graph_stats_.mismatches;
   ++g.mismatches_in_a_row;
+  if (from > 0) {
+    run_eager(device_ops, from);
+    DEEPINFER_CUDA_CHECK(cudaStreamSynchronize(stream_));  // the launched segments finish first
+    g.clear();  // captured again next time (or eager, after kMaxMismatchesInARow)
+    return true;
+  }
+  g.clear();
+  lc.record = lc.suppress = false;
+  step_mode_ = StepMode::None;
   return false;
 }
 
 void CudaBackend::capture(StepGraph& g, const std::function<void()>& device_ops) {
   begin_recorded_step();
-  LaunchControl& lc = launch_control();
-  DEEPINFER_CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeRelaxed));
-  capturing_ = true;
-  step_unusable_ = false;
-  lc.signature = 0;
-  lc.record = true;
+  g.clear();
+  step_mode_ = StepMode::Capture;
+  step_graph_ = &g;
+  segment_first_op_ = 0;
+  open_capture_segment();
   bool threw = false;
   try {
     device_ops();
   } catch (...) {
     // Most likely a call the capture does not allow (a synchronising copy of a weight seen for the
-    // first time); run eagerly below, where a real error throws again.
+    // first time); the step goes on eagerly below, where a real error throws again.
     threw = true;
   }
-  lc.record = false;
-  capturing_ = false;
-  cudaGraph_t graph = nullptr;
-  cudaError_t status = cudaStreamEndCapture(stream_, &graph);
-  if (status == cudaSuccess && !threw && !step_unusable_) {
-    if (g.exec) {
-      cudaGraphExecUpdateResultInfo info{};
-      if (cudaGraphExecUpdate(g.exec, graph, &info) != cudaSuccess) {
-        (void)cudaGetLastError();
-        cudaGraphExecDestroy(g.exec);
-        g.exec = nullptr;
-      }
-    }
-    if (!g.exec) status = cudaGraphInstantiate(&g.exec, graph, 0);
+  LaunchControl& lc = launch_control();
+  bool ok = false;
+  if (step_mode_ == StepMode::Capture && !threw) {
+    ok = close_capture_segment();
+    if (!ok) failed_from_op_ = segment_first_op_;
+  } else if (capturing_) {
+    cudaGraph_t graph = nullptr;
+    cudaStreamEndCapture(stream_, &graph);
+    if (graph) cudaGraphDestroy(graph);
+    (void)cudaGetLastError();
+    capturing_ = false;
+    if (failed_from_op_ < 0) failed_from_op_ = segment_first_op_;
   }
-  if (graph) cudaGraphDestroy(graph);
-  if (status != cudaSuccess || threw || step_unusable_) {
-    (void)cudaGetLastError();  // capture errors are not sticky
-    if (g.exec) cudaGraphExecDestroy(g.exec);
-    g.exec = nullptr;
-    ++g.failures;
-    ++graph_stats_.capture_failures;
-    run_eager(device_ops);
+  lc.record = lc.suppress = false;
+  step_mode_ = StepMode::None;
+  if (ok) {
+    g.ops = op_index_;
+    ++graph_stats_.captures;
     return;
   }
-  g.signature = lc.signature;
-  DEEPINFER_CUDA_CHECK(cudaGraphLaunch(g.exec, stream_));
-  ++graph_stats_.captures;
+  DEEPINFER_CUDA_CHECK(cudaStreamSynchronize(stream_));  // segments launched before the failure finish first
+  g.clear();
+  ++g.failures;
+  ++graph_stats_.capture_failures;
+  run_eager(device_ops, failed_from_op_);
 }
 
 }  // namespace deepinfer::cuda
