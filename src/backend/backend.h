@@ -197,6 +197,10 @@ class Backend {
     device_ops();
   }
   virtual StepGraphStats step_graph_stats() const { return {}; }
+  // For tests: the next replayed step treats the launches of its op number `op` (from 1) as
+  // different from the recording, so the replay falls back from there (a no-op where nothing is
+  // recorded).
+  virtual void perturb_next_replay(int64_t op) { (void)op; }
 
   // --- dense ---
   // y [T, w.rows] = x [T, w.cols] W^T, W in its stored dtype, float32 accumulation.

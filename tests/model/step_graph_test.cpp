@@ -1,8 +1,9 @@
 // Recorded decode steps (CUDA graphs): a model whose decode steps are captured and replayed gives,
 // step after step, the same logits bit for bit as the same model launching every kernel
 // (enforce_eager), while sequences grow across blocks, compressor windows and the next power of
-// two of block capacity. On CUDA the steps must really be replayed (the statistics say so); a batch
-// size outside cuda_graph_sizes never is. On the CPU nothing is recorded and both paths are one.
+// two of block capacity. On CUDA the steps must really be replayed (the statistics say so); a replay
+// that stops matching partway falls back without changing a bit; a batch size outside
+// cuda_graph_sizes is never replayed. On the CPU nothing is recorded and both paths are one.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -119,6 +120,28 @@ TEST_P(StepGraphs, ReplayedDecodeStepsEqualEagerOnesBitForBit) {
     } else {
       EXPECT_EQ(after.replays, 0);
       EXPECT_EQ(after.captures, 0);
+    }
+  }
+
+  // A replay whose launches stop matching partway (here: forced at op 40, inside the third segment)
+  // has run its first segments from the graphs and runs the rest eagerly; one whose first op
+  // differs runs eagerly. Both capture again the next step, and every step still agrees.
+  for (const auto& [batch, op] : {std::pair<int64_t, int64_t>{4, 40}, {2, 1}}) {
+    const auto before = recorded->backend().step_graph_stats();
+    recorded->backend().perturb_next_replay(op);
+    Lockstep{*eager, *recorded, batch, 12, seed + 7 + static_cast<uint32_t>(batch)}.run();
+    if (HasFatalFailure()) return;
+    const auto after = recorded->backend().step_graph_stats();
+    std::printf("batch %lld, replay perturbed at op %lld: captures %lld, replays %lld, mismatches %lld\n",
+                static_cast<long long>(batch), static_cast<long long>(op),
+                static_cast<long long>(after.captures - before.captures),
+                static_cast<long long>(after.replays - before.replays),
+                static_cast<long long>(after.mismatches - before.mismatches));
+    if (cuda) {
+      EXPECT_EQ(after.mismatches - before.mismatches, 1) << "batch " << batch;
+      // The first capture and the one after the mismatch (one more where tables reach the next capacity).
+      EXPECT_GE(after.captures - before.captures, 2) << "batch " << batch;
+      EXPECT_GE(after.replays - before.replays, 12 - 6) << "batch " << batch;
     }
   }
 

@@ -85,6 +85,7 @@ class CudaBackend final : public backend::Backend {
   // is seen) and replayed while every launch of the step matches the recording (step_graphs.cpp).
   void run_step(const backend::StepShape& shape, const std::function<void()>& device_ops) override;
   backend::StepGraphStats step_graph_stats() const override { return graph_stats_; }
+  void perturb_next_replay(int64_t op) override { perturb_op_ = op; }
 
   void linear(const WeightMatrix& w, TensorView x, TensorView y) override;
   void grouped_linear(const WeightMatrix& w, int64_t groups, TensorView x, TensorView y) override;
@@ -243,6 +244,7 @@ class CudaBackend final : public backend::Backend {
   size_t segment_ = 0;               // Replay: the segment being checked
   int64_t segment_first_op_ = 0;     // Capture: where the open segment starts
   int64_t failed_from_op_ = -1;      // Capture / Replay: the ops from here on must run eagerly
+  int64_t perturb_op_ = -1;          // perturb_next_replay
   bool capturing_ = false;           // a stream capture is open
   bool step_unusable_ = false;       // this capture / replay did something a recording cannot hold
   std::vector<Buffer> retired_scratch_;  // replaced while capturing; freed after the graph ran
