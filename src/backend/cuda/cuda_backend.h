@@ -144,6 +144,10 @@ class CudaBackend final : public backend::Backend {
   // Inside a recorded step: blocks per sequence table the recording holds (tables are padded to it,
   // and launch sizes that follow context length use it as their bound); 0 otherwise.
   int64_t step_block_capacity() const { return step_block_capacity_; }
+  // The positions a recorded step's tables can hold (0 outside one): the bound its launch sizes use.
+  int64_t step_token_capacity(const backend::StateStorage& state) const {
+    return step_block_capacity_ * state.block_tokens;
+  }
   template <typename T>
   T* stage(std::span<const T> host) {
     return static_cast<T*>(stage_bytes(host.data(), host.size_bytes()));
@@ -228,6 +232,7 @@ class CudaBackend final : public backend::Backend {
   void on_op_begin();          // segment boundaries (begin_op, inside a recorded or skipping step)
   bool close_capture_segment();  // ends, instantiates and launches the open capture
   void open_capture_segment();
+  void discard_open_capture();   // ends an open capture and drops what it recorded
   bool launch_replayed_segment();  // the current segment, if the host's launches matched it
 
   backend::BackendOptions options_;

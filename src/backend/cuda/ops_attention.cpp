@@ -96,7 +96,7 @@ void CudaBackend::indexer_select(const backend::CompressorLayout& keys, TensorVi
   int64_t max_held = 1;
   for (const DeviceSeq& s : staged.host) max_held = std::max(max_held, (s.start + s.count) / rate);
   // A recorded step sizes its rows for the tokens its tables can hold, not this step's.
-  if (step_block_capacity() > 0) max_held = std::max<int64_t>(1, step_block_capacity() * state.block_tokens / rate);
+  if (step_token_capacity(state) > 0) max_held = std::max<int64_t>(1, step_token_capacity(state) / rate);
   DEEPINFER_CHECK(max_held < (int64_t{1} << 31), "cuda indexer_select: {} entries are too many", max_held);
   IndexerArgs a{};
   a.keys = dev_compressor(keys);
@@ -195,10 +195,8 @@ void CudaBackend::sparse_attention(TensorView q, TensorView kv, const backend::W
     const int64_t nent = !entries ? 0 : use_selection ? k_sel : (pos + 1) / entries->rate;
     max_keys = std::max(max_keys, nwin + nent);
   }
-  if (step_block_capacity() > 0) {  // a recorded step: the bound for the tokens its tables can hold
-    const int64_t held = step_block_capacity() * state.block_tokens;
-    max_keys = wl.window + (!entries ? 0 : use_selection ? k_sel : held / entries->rate);
-  }
+  if (step_token_capacity(state) > 0)  // a recorded step: the bound for the tokens its tables can hold
+    max_keys = wl.window + (!entries ? 0 : use_selection ? k_sel : step_token_capacity(state) / entries->rate);
   const int64_t splits = (max_keys + kAttentionSplitKeys - 1) / kAttentionSplitKeys;
   constexpr int64_t kPartialBudget = int64_t{1} << 26;  // floats (256 MB)
   const int64_t group = std::clamp<int64_t>(kPartialBudget / (H * splits * (hd + 2)), 1, T);

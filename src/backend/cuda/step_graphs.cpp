@@ -87,13 +87,7 @@ void CudaBackend::run_step(const backend::StepShape& shape, const std::function<
       be.step_block_capacity_ = 0;
       be.step_mode_ = StepMode::None;
       be.step_graph_ = nullptr;
-      if (be.capturing_) {  // an exception left a capture open
-        cudaGraph_t graph = nullptr;
-        cudaStreamEndCapture(be.stream_, &graph);
-        if (graph) cudaGraphDestroy(graph);
-        (void)cudaGetLastError();
-        be.capturing_ = false;
-      }
+      be.discard_open_capture();  // an exception left one open
     }
   } reset{*this};
 
@@ -177,6 +171,15 @@ void CudaBackend::open_capture_segment() {
   lc.record = true;
 }
 
+void CudaBackend::discard_open_capture() {
+  if (!capturing_) return;
+  cudaGraph_t graph = nullptr;
+  cudaStreamEndCapture(stream_, &graph);
+  if (graph) cudaGraphDestroy(graph);
+  (void)cudaGetLastError();  // capture errors are not sticky
+  capturing_ = false;
+}
+
 bool CudaBackend::close_capture_segment() {
   LaunchControl& lc = launch_control();
   cudaGraph_t graph = nullptr;
@@ -251,11 +254,7 @@ void CudaBackend::capture(StepGraph& g, const std::function<void()>& device_ops)
     ok = close_capture_segment();
     if (!ok) failed_from_op_ = segment_first_op_;
   } else if (capturing_) {
-    cudaGraph_t graph = nullptr;
-    cudaStreamEndCapture(stream_, &graph);
-    if (graph) cudaGraphDestroy(graph);
-    (void)cudaGetLastError();
-    capturing_ = false;
+    discard_open_capture();
     if (failed_from_op_ < 0) failed_from_op_ = segment_first_op_;
   }
   lc.record = lc.suppress = false;

@@ -34,7 +34,6 @@ void DeepseekV4::forward(const ForwardBatch& batch, kv::StatePool& pool, std::ve
   const int64_t n = config_.hc_mult, D = config_.hidden_size, V = config_.vocab_size;
   check_forward_inputs(batch, pool, layout_, *backend_, V);
 
-  workspace_.reset();
   Step step{{batch, pool.storage(), workspace_}};
   backend::Backend& be = *backend_;
   const auto eps = static_cast<float>(config_.rms_norm_eps);
