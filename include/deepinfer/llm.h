@@ -310,6 +310,9 @@ struct EngineStats {
   int64_t computed_prompt_tokens = 0;  // prompt positions run through the model (replay included)
   int64_t cached_prompt_tokens = 0;    // tokens served by the prefix cache
   int64_t replayed_tokens = 0;         // recomputed by bounded replay after hits
+  // Steps whose tokens were drawn where the logits are (on the GPU with --device cuda): every step
+  // whose rows need no logprobs, logits, penalties, logit_bias or min_tokens on the host.
+  int64_t backend_sampled_steps = 0;
   double prefix_cache_hit_rate = 0;    // cached / looked-up tokens, over this LLM's lifetime
   int64_t prefix_cache_evicted_blocks = 0;
 };

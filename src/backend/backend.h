@@ -140,6 +140,19 @@ struct MoeV41Quant {
   bool routed = false, shared = false;
 };
 
+// One logits row's draw (Backend::sample). The arithmetic is sample_math.h's, so every backend
+// draws the same token from the same row.
+struct SampleRow {
+  double temperature = 0;  // 0: greedy (the largest logit, ties to the lowest id)
+  int64_t top_k = 0;       // 0: off
+  double top_p = 1;        // 1: off
+  double min_p = 0;        // 0: off
+  double uniform = 0;      // the draw, in [0, 1)
+  // Allowed tokens (bit i % 32 of word i / 32; guided decoding), or empty: all allowed. Disallowed
+  // tokens count as -inf.
+  std::span<const uint32_t> allowed;
+};
+
 // What decides whether a step may replay a recording (run_step).
 struct StepShape {
   int64_t tokens = 0, sequences = 0, logit_rows = 0;
@@ -201,6 +214,12 @@ class Backend {
   // different from the recording, so the replay falls back from there (a no-op where nothing is
   // recorded).
   virtual void perturb_next_replay(int64_t op) { (void)op; }
+
+  // --- sampling ---
+  // tokens[r] = the token drawn from logits [R, V] (F32) row r by rows[r]: the allowed mask, then
+  // temperature, top-k, min-p, top-p, one draw (cpu/sample_rows.h says exactly how). Throws if a
+  // row has NaN or +inf (after the mask) or nothing left. Returns after the tokens are on the host.
+  virtual void sample(TensorView logits, std::span<const SampleRow> rows, std::span<int32_t> tokens) = 0;
 
   // --- dense ---
   // y [T, w.rows] = x [T, w.cols] W^T, W in its stored dtype, float32 accumulation.

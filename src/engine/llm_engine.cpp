@@ -121,6 +121,7 @@ EngineStats& operator+=(EngineStats& a, const EngineStats& b) {
   a.computed_prompt_tokens += b.computed_prompt_tokens;
   a.cached_prompt_tokens += b.cached_prompt_tokens;
   a.replayed_tokens += b.replayed_tokens;
+  a.backend_sampled_steps += b.backend_sampled_steps;
   return a;
 }
 
@@ -260,7 +261,30 @@ std::vector<RequestDelta> LLMEngine::step() {
   stats_.preemptions = scheduler_.preemptions();
   DEEPINFER_CHECK(!plan.empty(), "internal error: {} unfinished requests but nothing could be scheduled ({} free blocks)",
                   requests_.size(), pool_.free_block_count());
-  const std::span<const float> logits = runner_.execute(plan);
+  // Sampled on the backend (the logits stay on the device) when every row of the step is a plain
+  // draw from the model's row; otherwise every row comes to the host.
+  const auto vocab = static_cast<size_t>(runner_.vocab_size());
+  bool on_backend = true;
+  for (const auto& e : plan.entries) {
+    if (logit_rows(e) == 0) continue;
+    const Request& req = *requests_.at(e.seq->id);
+    on_backend = on_backend && !returns_all_rows(e) && e.sample && !req.params.return_logits &&
+                 req.sampler->samples_on_backend(static_cast<uint64_t>(req.seq.num_output_tokens()));
+  }
+  std::span<const float> logits;
+  std::span<const int32_t> tokens;
+  if (on_backend) {
+    sample_rows_.clear();
+    for (const auto& e : plan.entries) {
+      if (logit_rows(e) == 0) continue;
+      Request& req = *requests_.at(e.seq->id);
+      sample_rows_.push_back(req.sampler->backend_row(static_cast<uint64_t>(req.seq.num_output_tokens()), vocab));
+    }
+    tokens = runner_.execute_sampled(plan, sample_rows_);
+    ++stats_.backend_sampled_steps;
+  } else {
+    logits = runner_.execute(plan);
+  }
   scheduler_.complete(plan);
   ++stats_.steps;
   stats_.scheduled_tokens += plan.num_tokens;
@@ -271,25 +295,29 @@ std::vector<RequestDelta> LLMEngine::step() {
     stats_.replayed_tokens = scheduler_.replayed_tokens();
   }
 
-  const auto vocab = static_cast<size_t>(runner_.vocab_size());
-  size_t row = 0;
+  size_t row = 0, sampled_row = 0;
   for (const auto& e : plan.entries) {
     const auto rows = static_cast<size_t>(logit_rows(e));
-    const auto entry_logits = logits.subspan(row * vocab, rows * vocab);
+    const auto entry_logits = on_backend ? std::span<const float>() : logits.subspan(row * vocab, rows * vocab);
     row += rows;
     if (rows == 0) continue;
     Request& req = *requests_.at(e.seq->id);
     if (returns_all_rows(e)) collect_prompt_logprobs(req, entry_logits, e.start, static_cast<int64_t>(rows));
     if (!e.sample) continue;
-    const auto row_logits = entry_logits.subspan((rows - 1) * vocab, vocab);
     RequestDelta& out = outputs.emplace_back();
     out.id = req.request_id;
     out.index = req.index;
     out.seed = req.params.sampling.seed;
     out.num_cached_tokens = req.seq.num_cached_tokens.value_or(0);
     // The RNG is keyed by (sequence seed, index of the token being generated): batch-independent.
-    auto sampled = req.sampler->sample(row_logits, static_cast<uint64_t>(req.seq.num_output_tokens()), sampler_,
-                                       scratch_, req.params.return_logits ? &out.logits : nullptr);
+    sampling::SampledToken sampled;
+    if (on_backend) {
+      sampled.token = tokens[sampled_row++];
+    } else {
+      sampled = req.sampler->sample(entry_logits.subspan((rows - 1) * vocab, vocab),
+                                    static_cast<uint64_t>(req.seq.num_output_tokens()), sampler_, scratch_,
+                                    req.params.return_logits ? &out.logits : nullptr);
+    }
     if (sampled.logprob) out.logprobs.push_back(std::move(*sampled.logprob));
     if (req.params.sampling.prompt_logprobs && req.index == 0 && !req.prompt_logprobs_sent) {
       out.prompt_logprobs = std::move(req.prompt_logprobs);

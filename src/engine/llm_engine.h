@@ -136,6 +136,7 @@ class LLMEngine final : public RequestEngine {
   std::unique_ptr<sampling::GrammarCache> grammar_cache_;
   sampling::ReasoningTokens reasoning_;  // where a grammar waits for `</think>`
   sampling::SamplingScratch scratch_;
+  std::vector<backend::SampleRow> sample_rows_;  // a step's rows when it samples on the backend
   EngineStats stats_;
 };
 

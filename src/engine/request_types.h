@@ -57,6 +57,7 @@ struct EngineStats {
   int64_t computed_prompt_tokens = 0;  // prompt positions run through the model (replay included)
   int64_t cached_prompt_tokens = 0;    // prompt tokens served by the prefix cache
   int64_t replayed_tokens = 0;         // tokens recomputed by bounded replay after hits
+  int64_t backend_sampled_steps = 0;   // steps whose tokens were drawn on the backend (Backend::sample)
 };
 
 // Counters of several engines added up (data-parallel ranks).

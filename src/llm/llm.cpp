@@ -195,6 +195,7 @@ EngineStats LLM::stats() const {
   out.computed_prompt_tokens = s.computed_prompt_tokens;
   out.cached_prompt_tokens = s.cached_prompt_tokens;
   out.replayed_tokens = s.replayed_tokens;
+  out.backend_sampled_steps = s.backend_sampled_steps;
   if (const engine::EngineUsage u = impl_->engine->usage(); u.prefix_caching) {
     out.prefix_cache_hit_rate = u.prefix.hit_rate();
     out.prefix_cache_evicted_blocks = u.prefix.evicted_blocks;

@@ -96,6 +96,11 @@ class CausalLM {
   // `logits` receives vocab_size floats per row of batch.logit_rows, in that order. Not reentrant:
   // one forward at a time per model.
   virtual void forward(const ForwardBatch& batch, kv::StatePool& pool, std::vector<float>& logits) const = 0;
+  // forward(), then tokens[r] = the token Backend::sample draws from logits row r by rows[r]: on a
+  // device backend the logits never leave the device. The default samples forward()'s host rows
+  // with the same arithmetic (cpu/sample_rows.h), so every model gives the same tokens either way.
+  virtual void forward_sampled(const ForwardBatch& batch, kv::StatePool& pool, std::span<const backend::SampleRow> rows,
+                               std::vector<int32_t>& tokens) const;
   virtual std::vector<ParameterGroup> parameter_summary() const = 0;
   virtual StateFootprint state_footprint() const = 0;
   // The backend the forward runs on; state pools for this model allocate from its allocator().

@@ -31,6 +31,21 @@ void GrammarLogitsProcessor::apply(std::span<float> logits) {
   }
 }
 
+void GrammarLogitsProcessor::allowed_bits(std::span<uint32_t> words) {
+  if (mask_ready_) {
+    wait_for_prefetch();
+  } else {
+    matcher_.fill_next_token_bitmask(mask_);
+  }
+  mask_ready_ = false;
+  const size_t vocab = matcher_.token_grammar().vocab().vocab_size();
+  for (size_t w = 0; w < words.size(); ++w) {
+    uint32_t bits = w < mask_.size() ? static_cast<uint32_t>(mask_[w]) : 0u;
+    if ((w + 1) * 32 > vocab) bits &= w * 32 >= vocab ? 0u : (1u << (vocab - w * 32)) - 1u;  // ids past the grammar's vocabulary
+    words[w] = bits;
+  }
+}
+
 bool GrammarLogitsProcessor::accept(int32_t token) {
   wait_for_prefetch();
   mask_ready_ = false;

@@ -28,6 +28,9 @@ class GrammarLogitsProcessor : public LogitsProcessor {
   // Masks logits[i] to -inf for every disallowed token; ids beyond the grammar's vocabulary
   // (padding rows of the model's embedding) are always disallowed.
   void apply(std::span<float> logits) override;
+  // The same mask as bits (bit i % 32 of word i / 32 set: allowed) for a model vocabulary of
+  // words.size() * 32 ids, for Backend::sample; consumes the mask as apply() does.
+  void allowed_bits(std::span<uint32_t> words);
   bool accept(int32_t token) override;
   void rollback(size_t tokens) override;
   // A stop token was accepted: the sequence is complete.

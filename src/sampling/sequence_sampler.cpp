@@ -70,6 +70,16 @@ SampledToken SequenceSampler::sample(std::span<const float> model_row, uint64_t 
   return out;
 }
 
+backend::SampleRow SequenceSampler::backend_row(uint64_t step, size_t vocab) {
+  backend::SampleRow row = sample_row(params_, step);
+  if (grammar_active()) {
+    allowed_.assign((vocab + 31) / 32, 0u);
+    grammar_->allowed_bits(allowed_);
+    row.allowed = allowed_;
+  }
+  return row;
+}
+
 void SequenceSampler::accept(int32_t token) {
   if (params_.has_penalties()) counts_.add_output(token);
   if (!grammar_) return;

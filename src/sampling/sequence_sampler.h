@@ -51,6 +51,12 @@ class SequenceSampler {
   // Steps 1-2 alone: the row the draw is made from (model_row itself when nothing applies, else
   // a scratch row). Sampler::distribution of it is what sample() draws from (tests).
   std::span<const float> process(std::span<const float> model_row, uint64_t step, SamplingScratch& scratch);
+  // Whether the token at `step` can be drawn by Backend::sample from the model's own row: nothing
+  // but the grammar mask applies (no logit_bias, min_tokens or penalties) and no logprobs are asked.
+  bool samples_on_backend(uint64_t step) const { return !params_.logprobs && !processes(step); }
+  // Backend::sample's description of that draw; its mask (the grammar's, when active) is held here
+  // until the next call. Consumes the grammar mask as sample() does.
+  backend::SampleRow backend_row(uint64_t step, size_t vocab);
   // Records a generated token. Throws if the grammar rejects it (cannot happen for sampled tokens).
   void accept(int32_t token);
 
@@ -68,6 +74,7 @@ class SequenceSampler {
   TokenCounts counts_;
   std::vector<int32_t> stop_ids_;
   std::optional<GrammarLogitsProcessor> grammar_;
+  std::vector<uint32_t> allowed_;  // backend_row's mask
   std::optional<int32_t> grammar_after_;
   bool grammar_active_ = false;
 };

@@ -20,6 +20,8 @@
 #include <vector>
 
 #include "backend/ceilings.h"
+#include "backend/cpu/sample_rows.h"
+#include "core/buffer.h"
 #include "cli/bench_cost.h"
 #include "cli/command.h"
 #include "core/error.h"
@@ -215,7 +217,52 @@ class Bench {
       if (B > 1)
         fmt::print("  state-copy check: same token in all {} sequences, max |logit difference| sequence 0 vs {}: {:.3g}\n",
                    B, B - 1, copy_diff);
+      compare_sampling(B, logits);
     }
+  }
+
+  // The last step's logits rows sampled where they are (Backend::sample) and on the host (copy the
+  // rows down, then cpu::sample_rows, as the engine does when a row needs the host): time and tokens.
+  void compare_sampling(int64_t B, const std::vector<float>& logits) {
+    const int64_t V = c_.vocab_size;
+    if (static_cast<int64_t>(logits.size()) != B * V) return;
+    Buffer device(logits.size() * sizeof(float), be_.allocator());
+    be_.copy_to_backend(device.data(), logits.data(), logits.size() * sizeof(float));
+    const TensorView view = device.view(DType::F32, {B, V});
+    std::vector<float> host(logits.size());
+    struct Mode {
+      const char* name;
+      backend::SampleRow row;
+    };
+    backend::SampleRow top_p, top_k;
+    top_p.temperature = 1.0, top_p.top_p = 0.9;
+    top_k.temperature = 0.8, top_k.top_k = 50;
+    const std::array<Mode, 3> modes = {Mode{"greedy", {}}, Mode{"T 1, top-p 0.9", top_p}, Mode{"T 0.8, top-k 50", top_k}};
+    json entry = json::array();
+    for (const Mode& mode : modes) {
+      std::vector<backend::SampleRow> rows(static_cast<size_t>(B), mode.row);
+      for (int64_t i = 0; i < B; ++i) rows[static_cast<size_t>(i)].uniform = (static_cast<double>(i) + 0.5) / B;
+      std::vector<int32_t> on_device(static_cast<size_t>(B)), on_host(static_cast<size_t>(B));
+      std::vector<double> device_s, host_s;
+      for (int r = 0; r < 6; ++r) {  // the first of each is a warm-up
+        be_.synchronize();
+        auto t = Clock::now();
+        be_.sample(view, rows, on_device);
+        if (r) device_s.push_back(seconds_since(t));
+        t = Clock::now();
+        be_.copy_to_host(host.data(), device.data(), host.size() * sizeof(float));
+        cpu::sample_rows(host, V, rows, on_host);
+        if (r) host_s.push_back(seconds_since(t));
+      }
+      int64_t differ = 0;
+      for (int64_t i = 0; i < B; ++i) differ += on_device[static_cast<size_t>(i)] != on_host[static_cast<size_t>(i)];
+      fmt::print("  sampling {} rows ({}): on the backend {}, on the host {} (copy + cpu::sample_rows); tokens "
+                 "differing: {}\n",
+                 B, mode.name, ms(median(device_s)), ms(median(host_s)), differ);
+      entry.push_back({{"mode", mode.name}, {"backend_s", median(device_s)}, {"host_s", median(host_s)},
+                       {"tokens_differing", differ}});
+    }
+    results["sampling"][std::to_string(B)] = entry;
   }
 
   void prefill(const std::vector<int64_t>& lengths) {

@@ -35,6 +35,7 @@ class CpuBackend final : public backend::Backend {
   void copy_to_host(void* host_dst, const void* src, size_t bytes) override { std::memcpy(host_dst, src, bytes); }
   void synchronize() override {}
 
+  void sample(TensorView logits, std::span<const backend::SampleRow> rows, std::span<int32_t> tokens) override;
   void linear(const WeightMatrix& w, TensorView x, TensorView y) override;
   void grouped_linear(const WeightMatrix& w, int64_t groups, TensorView x, TensorView y) override;
   void gather_rows(TensorView src, std::span<const int64_t> rows, TensorView dst) override;

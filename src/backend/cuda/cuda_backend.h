@@ -122,6 +122,7 @@ class CudaBackend final : public backend::Backend {
   void moe_expert_rows(const backend::MoeWeights& w, TensorView x, TensorView row_expert, TensorView y) override;
   void moe_combine(TensorView y, TensorView row_of, TensorView experts, TensorView weights, TensorView out) override;
   void quantize_dequantize(TensorView x, backend::ActQuant format) override;
+  void sample(TensorView logits, std::span<const backend::SampleRow> rows, std::span<int32_t> tokens) override;
 
   // --- helpers for the op files ---
   // Every op runs on the backend's own stream (blocking: ordered with legacy-stream copies).

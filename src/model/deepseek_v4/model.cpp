@@ -30,6 +30,24 @@ DeepseekV4::DeepseekV4(io::ModelConfig config, std::unique_ptr<Weights> weights,
 
 void DeepseekV4::forward(const ForwardBatch& batch, kv::StatePool& pool, std::vector<float>& logits) const {
   std::lock_guard lock(forward_mutex_);
+  const TensorView out = forward_device(batch, pool);
+  logits.resize(static_cast<size_t>(out.numel()));
+  if (out.empty()) return;
+  backend_->copy_to_host(logits.data(), out.data, static_cast<size_t>(out.numel()) * sizeof(float));
+}
+
+void DeepseekV4::forward_sampled(const ForwardBatch& batch, kv::StatePool& pool,
+                                 std::span<const backend::SampleRow> rows, std::vector<int32_t>& tokens) const {
+  std::lock_guard lock(forward_mutex_);
+  DEEPINFER_CHECK(rows.size() == batch.logit_rows.size(), "forward_sampled: {} sample rows for {} logits rows",
+                  rows.size(), batch.logit_rows.size());
+  const TensorView out = forward_device(batch, pool);
+  tokens.resize(rows.size());
+  if (rows.empty()) return;
+  backend_->sample(out, rows, tokens);
+}
+
+TensorView DeepseekV4::forward_device(const ForwardBatch& batch, kv::StatePool& pool) const {
   const int64_t T = batch.num_tokens();
   const int64_t n = config_.hc_mult, D = config_.hidden_size, V = config_.vocab_size;
   check_forward_inputs(batch, pool, layout_, *backend_, V);
@@ -38,7 +56,6 @@ void DeepseekV4::forward(const ForwardBatch& batch, kv::StatePool& pool, std::ve
   backend::Backend& be = *backend_;
   const auto eps = static_cast<float>(config_.rms_norm_eps);
   const auto rows = static_cast<int64_t>(batch.logit_rows.size());
-  logits.resize(static_cast<size_t>(rows * V));
   TensorView out_logits;
 
   // The device half of the step (the backend may record it once and replay it: decode steps on
@@ -76,8 +93,7 @@ void DeepseekV4::forward(const ForwardBatch& batch, kv::StatePool& pool, std::ve
     be.linear(weights_->head, hidden, out_logits);
   };
   be.run_step(step_shape(batch, moe_executor() == nullptr), device_ops);
-  if (rows == 0) return;
-  be.copy_to_host(logits.data(), out_logits.data, static_cast<size_t>(rows * V) * sizeof(float));
+  return out_logits;  // [rows, V] in the workspace, until the next forward
 }
 
 }  // namespace deepinfer::model::deepseek_v4

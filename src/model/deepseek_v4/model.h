@@ -19,12 +19,17 @@ class DeepseekV4 final : public CausalLM {
   const io::ModelConfig& config() const override { return config_; }
   const kv::StateLayout& state_layout() const override { return layout_; }
   void forward(const ForwardBatch& batch, kv::StatePool& pool, std::vector<float>& logits) const override;
+  void forward_sampled(const ForwardBatch& batch, kv::StatePool& pool, std::span<const backend::SampleRow> rows,
+                       std::vector<int32_t>& tokens) const override;
   std::vector<ParameterGroup> parameter_summary() const override;
   StateFootprint state_footprint() const override;
   backend::Backend& backend() const override { return *backend_; }
   void moe_idle_step() const override;
 
  private:
+  // The device half of forward (forward_mutex_ held): the logits [rows, V] in the workspace, valid
+  // until the next forward (an empty view when no row wants logits).
+  TensorView forward_device(const ForwardBatch& batch, kv::StatePool& pool) const;
   struct Step;  // the step's batch, state and workspace, passed through the layer functions
 
   void attention(const Layer& layer, size_t index, Step& step, TensorView x, TensorView out) const;

@@ -1,0 +1,33 @@
+#pragma once
+// Launcher of the token sampler (Backend::sample): one block of sample_math::kSampleChunks threads
+// per row, each thread one chunk of the vocabulary, so every mass is the chunked sum the CPU
+// reference computes. Shared by g++ (ops_sample.cpp) and nvcc (sample_kernels.cu).
+#include <cstdint>
+
+#pragma GCC diagnostic push
+#pragma GCC diagnostic error "-Wpadded"
+
+namespace deepinfer::cuda {
+
+struct DevSampleRow {
+  double inv_temperature;  // 0: greedy
+  double top_p, min_p, uniform;
+  int64_t top_k;
+  int64_t mask_offset;  // first word of the row's allowed mask in the masks array; -1: none
+};
+
+struct DevSampleResult {
+  int32_t token;
+  int32_t error;  // kSampleOk, kSampleBadLogit (bad_id / bad_value say which), kSampleAllMasked
+  int32_t bad_id;
+  float bad_value;
+};
+
+#pragma GCC diagnostic pop
+
+constexpr int32_t kSampleOk = 0, kSampleBadLogit = 1, kSampleAllMasked = 2;
+
+void launch_sample(const float* logits, int64_t vocab, const DevSampleRow* rows, const uint32_t* masks, int64_t count,
+                   DevSampleResult* out);
+
+}  // namespace deepinfer::cuda
