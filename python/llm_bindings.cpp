@@ -384,6 +384,7 @@ void bind_llm(py::module_& m) {
         out["computed_prompt_tokens"] = s.computed_prompt_tokens;
         out["cached_prompt_tokens"] = s.cached_prompt_tokens;
         out["replayed_tokens"] = s.replayed_tokens;
+        out["backend_sampled_steps"] = s.backend_sampled_steps;
         out["prefix_cache_hit_rate"] = s.prefix_cache_hit_rate;
         out["prefix_cache_evicted_blocks"] = s.prefix_cache_evicted_blocks;
         return out;

@@ -4,9 +4,10 @@
 // - weights p_i = sample_exp((x_i - max) / T) with an exp built from IEEE double + and * only
 //   (no library exp, whose last bit differs between glibc and CUDA; no fused multiply-add: the
 //   device side uses the _rn intrinsics, the host side is compiled with -ffp-contract=off);
-// - every mass is a *chunked sum*: the vocabulary is cut into kSampleChunks contiguous chunks,
-//   each chunk summed in id order, and the chunk sums added as a fixed binary tree. A GPU block
-//   computes exactly that (one thread per chunk, then a tree in shared memory), and so does the CPU.
+// - every mass is a *chunked sum*: token i belongs to chunk i % kSampleChunks, each chunk is summed
+//   in id order, and the chunk sums are added as a fixed binary tree. A GPU block computes exactly
+//   that (thread t walks ids t, t + kSampleChunks, ...: coalesced loads; then a tree in shared
+//   memory), and so does the CPU.
 // - the draw descends that tree (go left when the target is below the left sum), then walks the
 //   chosen chunk in id order.
 #include <cstdint>
@@ -22,7 +23,7 @@ namespace deepinfer::backend::sample_math {
 
 constexpr int kSampleChunks = 1024;  // leaves of the sum tree; a power of two
 
-DEEPINFER_SAMPLE_HD int64_t chunk_length(int64_t vocab) { return (vocab + kSampleChunks - 1) / kSampleChunks; }
+DEEPINFER_SAMPLE_HD int chunk_of(int64_t id) { return static_cast<int>(id & (kSampleChunks - 1)); }
 
 DEEPINFER_SAMPLE_HD double dmul(double a, double b) {
 #ifdef __CUDA_ARCH__

@@ -29,7 +29,7 @@ std::vector<std::pair<int32_t, double>> Sampler::distribution(std::span<const fl
   params.validate();
   if (params.greedy()) return {{argmax(logits), 1.0}};
   const auto c = cpu::sample_candidates(logits, sample_row(params, 0));
-  const double mass = cpu::chunked_mass(c, static_cast<int64_t>(logits.size()));
+  const double mass = cpu::chunked_mass(c);
   std::vector<std::pair<int32_t, double>> out;
   out.reserve(c.ids.size());
   for (size_t i = 0; i < c.ids.size(); ++i) out.emplace_back(c.ids[i], c.weights[i] / mass);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <functional>
 #include <limits>
 
 #include "backend/cpu/cpu_backend.h"
@@ -29,11 +30,10 @@ void check_logit(float value, size_t id) {
 // The heap-ordered sum tree: leaves [kSampleChunks, 2 kSampleChunks), node n = node 2n + node 2n+1.
 using SumTree = std::array<double, 2 * sm::kSampleChunks>;
 
-void build_tree(const SampleCandidates& c, size_t count, int64_t vocab, SumTree& tree) {
+void build_tree(const SampleCandidates& c, SumTree& tree) {
   tree.fill(0.0);
-  const int64_t len = sm::chunk_length(vocab);
-  for (size_t i = 0; i < count; ++i) {
-    double& leaf = tree[static_cast<size_t>(sm::kSampleChunks + c.ids[i] / len)];
+  for (size_t i = 0; i < c.ids.size(); ++i) {
+    double& leaf = tree[static_cast<size_t>(sm::kSampleChunks + sm::chunk_of(c.ids[i]))];
     leaf = sm::dadd(leaf, c.weights[i]);
   }
   for (int n = sm::kSampleChunks - 1; n >= 1; --n) tree[n] = sm::dadd(tree[2 * n], tree[2 * n + 1]);
@@ -45,19 +45,18 @@ struct MoreLikely {
   bool operator()(int32_t a, int32_t b) const { return x[a] != x[b] ? x[a] > x[b] : a < b; }
 };
 
-// The chunked mass of the first `n` ids of `order` (most likely first).
-double prefix_mass(std::span<const int32_t> order, size_t n, const SampleCandidates& c, int64_t vocab,
-                   std::vector<int32_t>& scratch) {
-  scratch.assign(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(n));
-  std::sort(scratch.begin(), scratch.end());
-  SampleCandidates subset;
-  subset.ids = scratch;
-  subset.weights.resize(n);
-  for (size_t i = 0; i < n; ++i) {
-    const auto at = std::lower_bound(c.ids.begin(), c.ids.end(), scratch[i]) - c.ids.begin();
-    subset.weights[i] = c.weights[static_cast<size_t>(at)];
+// The chunked mass of the `n` most likely candidates: rank[k] is candidate k's place in the order
+// MoreLikely (kUnranked past the sorted head), so a prefix's mass is one pass in id order.
+constexpr uint32_t kUnranked = 0xFFFFFFFFu;
+double prefix_mass(const SampleCandidates& c, std::span<const uint32_t> rank, size_t n, SumTree& tree) {
+  tree.fill(0.0);
+  for (size_t k = 0; k < c.ids.size(); ++k) {
+    if (rank[k] >= n) continue;
+    double& leaf = tree[static_cast<size_t>(sm::kSampleChunks + sm::chunk_of(c.ids[k]))];
+    leaf = sm::dadd(leaf, c.weights[k]);
   }
-  return chunked_mass(subset, vocab);
+  for (int k = sm::kSampleChunks - 1; k >= 1; --k) tree[k] = sm::dadd(tree[2 * k], tree[2 * k + 1]);
+  return tree[1];
 }
 
 }  // namespace
@@ -77,16 +76,15 @@ int32_t argmax_row(std::span<const float> logits) {
   return static_cast<int32_t>(best);
 }
 
-double chunked_mass(const SampleCandidates& c, int64_t vocab) {
+double chunked_mass(const SampleCandidates& c) {
   SumTree tree;
-  build_tree(c, c.ids.size(), vocab, tree);
+  build_tree(c, tree);
   return tree[1];
 }
 
 SampleCandidates sample_candidates(std::span<const float> x, const backend::SampleRow& row) {
   const int32_t top = argmax_row(x);  // checks every logit
   const float max_logit = x[static_cast<size_t>(top)];
-  const auto vocab = static_cast<int64_t>(x.size());
   SampleCandidates c;
   for (size_t i = 0; i < x.size(); ++i)
     if (x[i] != kMasked) c.ids.push_back(static_cast<int32_t>(i));
@@ -111,38 +109,52 @@ SampleCandidates sample_candidates(std::span<const float> x, const backend::Samp
     c.weights.resize(kept);
   }
   if (row.top_p < 1.0) {
-    const double target = sm::dmul(row.top_p, chunked_mass(c, vocab));
+    const double target = sm::dmul(row.top_p, chunked_mass(c));
     // The nucleus is usually tiny next to a 100K+ vocabulary: sort a growing head until its mass
     // reaches the target, then find the shortest prefix of that head by bisection (the mass of a
     // prefix grows with its length: the weights are >= 0 and rounding is monotonic).
-    std::vector<int32_t> order = c.ids, scratch;
-    size_t head = std::min<size_t>(order.size(), 64);
-    for (;; head = std::min(order.size(), head * 4)) {
-      std::partial_sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(head), order.end(), more_likely);
-      if (head == order.size() || prefix_mass(order, head, c, vocab, scratch) >= target) break;
+    // order: candidates as (logit key, ~index) so that a larger value is more likely (ties: the
+    // lower index, which is the lower id); the low 32 bits give back the candidate index.
+    std::vector<uint64_t> order(c.ids.size());
+    std::vector<uint32_t> rank(c.ids.size(), kUnranked);
+    for (size_t k = 0; k < order.size(); ++k)
+      order[k] = static_cast<uint64_t>(sm::float_key(x[static_cast<size_t>(c.ids[k])])) << 32 | (0xFFFFFFFFu - k);
+    const auto index_of = [](uint64_t v) { return 0xFFFFFFFFu - static_cast<uint32_t>(v); };
+    const auto more_likely_at = std::greater<uint64_t>();
+    SumTree tree;
+    size_t head = 0;
+    for (size_t next = std::min<size_t>(order.size(), 64);; next = std::min(order.size(), next * 4)) {
+      // order[0, head) holds the `head` most likely, sorted and ranked; extend that to `next`.
+      const auto from = order.begin() + static_cast<std::ptrdiff_t>(head), to = order.begin() + static_cast<std::ptrdiff_t>(next);
+      std::nth_element(from, to - 1, order.end(), more_likely_at);
+      std::sort(from, to, more_likely_at);
+      for (size_t r = head; r < next; ++r) rank[index_of(order[r])] = static_cast<uint32_t>(r);
+      head = next;
+      if (head == order.size() || prefix_mass(c, rank, head, tree) >= target) break;
     }
     size_t lo = 1, hi = head;  // the answer lies in [lo, hi]
     while (lo < hi) {
       const size_t mid = lo + (hi - lo) / 2;
-      if (prefix_mass(order, mid, c, vocab, scratch) >= target) hi = mid;
+      if (prefix_mass(c, rank, mid, tree) >= target) hi = mid;
       else lo = mid + 1;
     }
-    order.resize(lo);
-    std::sort(order.begin(), order.end());
+    std::vector<uint32_t> kept;
+    for (size_t r = 0; r < lo; ++r) kept.push_back(index_of(order[r]));
+    std::sort(kept.begin(), kept.end());  // candidate index order is id order
     SampleCandidates nucleus;
-    nucleus.ids = order;
-    nucleus.weights.resize(order.size());
-    for (size_t i = 0; i < order.size(); ++i)
-      nucleus.weights[i] = sm::sample_weight(x[static_cast<size_t>(order[i])], max_logit, inv_temperature);
+    for (uint32_t k : kept) {
+      nucleus.ids.push_back(c.ids[k]);
+      nucleus.weights.push_back(c.weights[k]);
+    }
     c = std::move(nucleus);
   }
   return c;
 }
 
-int32_t draw_candidate(const SampleCandidates& c, int64_t vocab, double uniform) {
+int32_t draw_candidate(const SampleCandidates& c, double uniform) {
   DEEPINFER_CHECK(!c.ids.empty(), "no token left to sample");
   SumTree tree;
-  build_tree(c, c.ids.size(), vocab, tree);
+  build_tree(c, tree);
   double target = sm::dmul(uniform, tree[1]);
   int n = 1;
   while (n < sm::kSampleChunks) {
@@ -156,12 +168,11 @@ int32_t draw_candidate(const SampleCandidates& c, int64_t vocab, double uniform)
   }
   // Walk chunk n - kSampleChunks in id order; rounding may leave the target past its end, and
   // then its last token of non-zero weight is drawn.
-  const int64_t len = sm::chunk_length(vocab), chunk = n - sm::kSampleChunks;
-  const auto first = std::lower_bound(c.ids.begin(), c.ids.end(), static_cast<int32_t>(chunk * len)) - c.ids.begin();
+  const int chunk = n - sm::kSampleChunks;
   double acc = 0.0;
   int32_t last = -1;
-  for (auto i = static_cast<size_t>(first); i < c.ids.size() && c.ids[i] < (chunk + 1) * len; ++i) {
-    if (c.weights[i] == 0.0) continue;
+  for (size_t i = 0; i < c.ids.size(); ++i) {
+    if (sm::chunk_of(c.ids[i]) != chunk || c.weights[i] == 0.0) continue;
     acc = sm::dadd(acc, c.weights[i]);
     last = c.ids[i];
     if (target < acc) return c.ids[i];
@@ -172,7 +183,7 @@ int32_t draw_candidate(const SampleCandidates& c, int64_t vocab, double uniform)
 
 int32_t sample_row(std::span<const float> logits, const backend::SampleRow& row) {
   if (row.temperature == 0.0) return argmax_row(logits);
-  return draw_candidate(sample_candidates(logits, row), static_cast<int64_t>(logits.size()), row.uniform);
+  return draw_candidate(sample_candidates(logits, row), row.uniform);
 }
 
 void sample_rows(std::span<const float> logits, int64_t vocab, std::span<const backend::SampleRow> rows,

@@ -29,11 +29,11 @@ struct SampleCandidates {
 };
 SampleCandidates sample_candidates(std::span<const float> logits, const backend::SampleRow& row);
 
-// The chunked sum (sample_math.h) of the candidates' weights over a vocabulary of `vocab` ids.
-double chunked_mass(const SampleCandidates& c, int64_t vocab);
+// The chunked sum (sample_math.h) of the candidates' weights.
+double chunked_mass(const SampleCandidates& c);
 
 // Step 5 on the candidates.
-int32_t draw_candidate(const SampleCandidates& c, int64_t vocab, double uniform);
+int32_t draw_candidate(const SampleCandidates& c, double uniform);
 
 // Steps 1-5 on one row (the allowed mask already applied, or empty in row.allowed).
 int32_t sample_row(std::span<const float> logits, const backend::SampleRow& row);

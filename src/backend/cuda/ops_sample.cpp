@@ -1,3 +1,4 @@
+#include <cmath>
 #include <vector>
 
 #include "backend/cuda/cuda_backend.h"
@@ -20,6 +21,8 @@ void CudaBackend::sample(TensorView logits, std::span<const backend::SampleRow> 
   if (R == 0) return;
   const int64_t V = logits.dim(1);
   DEEPINFER_CHECK(V > 0, "cannot pick a token from an empty logits row");
+  DEEPINFER_CHECK(V <= kMaxSampleVocab, "sample: vocabularies above {} tokens are not supported on CUDA (got {})",
+                  kMaxSampleVocab, V);
   const auto words = static_cast<size_t>((V + 31) / 32);
   std::vector<DevSampleRow> args(rows.size());
   std::vector<uint32_t> masks;
@@ -29,6 +32,7 @@ void CudaBackend::sample(TensorView logits, std::span<const backend::SampleRow> 
                .top_p = row.top_p,
                .min_p = row.min_p,
                .uniform = row.uniform,
+               .min_p_log_bound = row.min_p > 0.0 ? std::log(row.min_p) - 1e-6 : -HUGE_VAL,
                .top_k = row.top_k,
                .mask_offset = -1};
     if (row.allowed.empty()) continue;

@@ -12,6 +12,7 @@ namespace deepinfer::cuda {
 struct DevSampleRow {
   double inv_temperature;  // 0: greedy
   double top_p, min_p, uniform;
+  double min_p_log_bound;  // log(min_p) - 1e-6 (-inf when off): below it a weight is under min_p
   int64_t top_k;
   int64_t mask_offset;  // first word of the row's allowed mask in the masks array; -1: none
 };
@@ -25,6 +26,7 @@ struct DevSampleResult {
 
 #pragma GCC diagnostic pop
 
+constexpr int64_t kMaxSampleVocab = 1 << 20;  // nth_id's tile counts live in shared memory
 constexpr int32_t kSampleOk = 0, kSampleBadLogit = 1, kSampleAllMasked = 2;
 
 void launch_sample(const float* logits, int64_t vocab, const DevSampleRow* rows, const uint32_t* masks, int64_t count,
