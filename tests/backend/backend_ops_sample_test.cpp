@@ -103,6 +103,26 @@ TEST_P(BackendOpsSample, EveryFilterOnRandomRowsMatchesTheReference) {
   }
 }
 
+TEST_P(BackendOpsSample, PeakedRowsOfALargeVocabulary) {
+  // A few hundred likely tokens among 129K, as a trained model's rows look: small nuclei (the CUDA
+  // kernel then finishes in shared memory) next to flat rows (where it cannot).
+  const int64_t V = 129280, R = 16;
+  std::vector<float> logits(static_cast<size_t>(R * V));
+  for (auto& v : logits) v = nonzero(2.0f);
+  for (int64_t r = 0; r < R; r += 2)
+    for (int k = 0; k < 300; ++k) logits[static_cast<size_t>(r * V + uniform_int(0, V - 1))] += 12.0f;
+  std::vector<SampleRow> rows;
+  for (int64_t r = 0; r < R; ++r) {
+    SampleRow row;
+    row.uniform = unit();
+    row.temperature = r % 4 < 2 ? 1.0 : 0.4;
+    row.top_p = std::vector<double>{0.5, 0.9, 0.99, 0.999}[static_cast<size_t>(uniform_int(0, 3))];
+    if (r % 8 >= 6) row.top_k = uniform_int(100, 20000);
+    rows.push_back(row);
+  }
+  check(logits, V, rows, "peaked rows");
+}
+
 TEST_P(BackendOpsSample, TiesAtEveryCutOffGoToTheLowerId) {
   // Logits on a coarse grid (many exact ties), peaked rows, -0 and +0, and -inf entries.
   const int64_t V = 3000, R = 96;

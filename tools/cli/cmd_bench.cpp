@@ -234,10 +234,12 @@ class Bench {
       const char* name;
       backend::SampleRow row;
     };
-    backend::SampleRow top_p, top_k;
+    backend::SampleRow top_p, peaked, top_k;
     top_p.temperature = 1.0, top_p.top_p = 0.9;
+    peaked.temperature = 0.1, peaked.top_p = 0.95;  // a small nucleus, as a trained model's often is
     top_k.temperature = 0.8, top_k.top_k = 50;
-    const std::array<Mode, 3> modes = {Mode{"greedy", {}}, Mode{"T 1, top-p 0.9", top_p}, Mode{"T 0.8, top-k 50", top_k}};
+    const std::array<Mode, 4> modes = {Mode{"greedy", {}}, Mode{"T 1, top-p 0.9", top_p},
+                                       Mode{"T 0.1, top-p 0.95", peaked}, Mode{"T 0.8, top-k 50", top_k}};
     json entry = json::array();
     for (const Mode& mode : modes) {
       std::vector<backend::SampleRow> rows(static_cast<size_t>(B), mode.row);

@@ -44,6 +44,7 @@ void CudaBackend::sample(TensorView logits, std::span<const backend::SampleRow> 
   auto* results = static_cast<DevSampleResult*>(scratch(rows.size() * sizeof(DevSampleResult), kSampleScratch));
   const DevSampleRow* d_rows = stage(std::span<const DevSampleRow>(args));
   const uint32_t* d_masks = masks.empty() ? nullptr : stage(std::span<const uint32_t>(masks));
+  DEEPINFER_CUDA_CHECK(prepare_sample_kernel());  // per call: attributes are per device, and it is cheap
   launch_sample(logits.f32(), V, d_rows, d_masks, R, results);
   DEEPINFER_CUDA_LAUNCHED();
   std::vector<DevSampleResult> host(rows.size());

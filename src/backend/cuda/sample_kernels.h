@@ -2,6 +2,8 @@
 // Launcher of the token sampler (Backend::sample): one block of sample_math::kSampleChunks threads
 // per row, each thread one chunk of the vocabulary, so every mass is the chunked sum the CPU
 // reference computes. Shared by g++ (ops_sample.cpp) and nvcc (sample_kernels.cu).
+#include <cuda_runtime.h>
+
 #include <cstdint>
 
 #pragma GCC diagnostic push
@@ -29,6 +31,8 @@ struct DevSampleResult {
 constexpr int64_t kMaxSampleVocab = 1 << 20;  // nth_id's tile counts live in shared memory
 constexpr int32_t kSampleOk = 0, kSampleBadLogit = 1, kSampleAllMasked = 2;
 
+// Before launch_sample on the current device.
+cudaError_t prepare_sample_kernel();
 void launch_sample(const float* logits, int64_t vocab, const DevSampleRow* rows, const uint32_t* masks, int64_t count,
                    DevSampleResult* out);
 
