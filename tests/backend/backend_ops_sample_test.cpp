@@ -148,6 +148,9 @@ TEST_P(BackendOpsSample, TiesAtEveryCutOffGoToTheLowerId) {
   zeros[17] = -0.0f, zeros[5] = 0.0f;
   zeros.insert(zeros.end(), zeros.begin(), zeros.end());  // two rows
   check(zeros, V, {SampleRow{}, SampleRow{.temperature = 1.0, .top_k = 1, .uniform = 0.9}}, "signed zeros");
+  // A temperature whose inverse overflows is greedy, not a row of zero weights.
+  std::vector<float> tiny = randoms(static_cast<size_t>(V));
+  check(tiny, V, {SampleRow{.temperature = 1e-310, .top_p = 0.9, .uniform = 0.7}}, "temperature 1e-310");
 }
 
 TEST_P(BackendOpsSample, MaskedRowsDrawOnlyAllowedTokens) {

@@ -182,7 +182,8 @@ int32_t draw_candidate(const SampleCandidates& c, double uniform) {
 }
 
 int32_t sample_row(std::span<const float> logits, const backend::SampleRow& row) {
-  if (row.temperature == 0.0) return argmax_row(logits);
+  // A temperature so small that 1 / T overflows is the greedy limit (the weights would be 0 * inf).
+  if (row.temperature == 0.0 || !std::isfinite(1.0 / row.temperature)) return argmax_row(logits);
   return draw_candidate(sample_candidates(logits, row), row.uniform);
 }
 

@@ -28,7 +28,8 @@ void CudaBackend::sample(TensorView logits, std::span<const backend::SampleRow> 
   std::vector<uint32_t> masks;
   for (size_t r = 0; r < rows.size(); ++r) {
     const backend::SampleRow& row = rows[r];
-    args[r] = {.inv_temperature = row.temperature == 0.0 ? 0.0 : 1.0 / row.temperature,
+    const double inv_temperature = row.temperature == 0.0 ? 0.0 : 1.0 / row.temperature;
+    args[r] = {.inv_temperature = std::isfinite(inv_temperature) ? inv_temperature : 0.0,  // 0: greedy (cpu::sample_row)
                .top_p = row.top_p,
                .min_p = row.min_p,
                .uniform = row.uniform,
