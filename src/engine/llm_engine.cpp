@@ -281,7 +281,7 @@ std::vector<RequestDelta> LLMEngine::step() {
       sample_rows_.push_back(req.sampler->backend_row(static_cast<uint64_t>(req.seq.num_output_tokens()), vocab));
     }
     tokens = runner_.execute_sampled(plan, sample_rows_);
-    ++stats_.backend_sampled_steps;
+    if (!sample_rows_.empty()) ++stats_.backend_sampled_steps;
   } else {
     logits = runner_.execute(plan);
   }
