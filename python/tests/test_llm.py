@@ -49,6 +49,17 @@ class GenerateTest(unittest.TestCase):
             again = llm.generate(prompt, SamplingParams(temperature=0, max_tokens=24))
             self.assertEqual(again[0].outputs[0].token_ids, cli_ids)
 
+    def test_stats_count_steps_sampled_on_the_backend(self):
+        llm = LLM(KJV)
+        llm.generate(PROMPT, SamplingParams(temperature=0.8, top_p=0.9, seed=1, max_tokens=6))
+        plain = llm.stats()
+        # Every step sampled its row where the logits are (nothing needed them on the host).
+        self.assertEqual(plain["backend_sampled_steps"], plain["steps"])
+        llm.generate(PROMPT, SamplingParams(temperature=0.8, seed=1, max_tokens=6, logprobs=2))
+        after = llm.stats()
+        self.assertGreater(after["steps"], plain["steps"])
+        self.assertEqual(after["backend_sampled_steps"], plain["backend_sampled_steps"])  # logprobs: the host
+
     def test_outputs_mirror_vllm(self):
         params = SamplingParams(n=2, temperature=0.8, top_k=20, seed=5, max_tokens=6, logprobs=3, prompt_logprobs=1,
                                 stop=["\n"], logit_bias={17: -1.5})
