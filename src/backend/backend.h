@@ -159,6 +159,8 @@ struct StepShape {
   bool decode = false;     // every sequence brings exactly one token
   int64_t max_blocks = 0;  // the longest block table of the step
   bool replayable = true;  // false: the step leaves the device inside (an expert-parallel executor)
+  // Of `sequences`, how many are padding (Backend::recorded_step_size; counted, not part of a key).
+  int64_t padding = 0;
 };
 
 // How steps ran on a recording backend.
@@ -168,6 +170,8 @@ struct StepGraphStats {
   int64_t replays = 0;     // replayed from a recording
   int64_t mismatches = 0;  // a recording of the shape existed but the step's launches differed
   int64_t capture_failures = 0;
+  // Decode steps padded up to a recorded batch size, and the padding rows they ran.
+  int64_t padded_steps = 0, padding_rows = 0;
   // Host time spent in the ops' code: of the replays (host code with launches suppressed, signature
   // check, graph launch) and of the eager steps (queueing every launch).
   double replay_host_s = 0, eager_host_s = 0;
@@ -210,6 +214,11 @@ class Backend {
     device_ops();
   }
   virtual StepGraphStats step_graph_stats() const { return {}; }
+  // How many sequences a decode step of `shape` should run with so that it can replay a recording:
+  // the next recorded batch size up, as vLLM pads (the model adds padding rows that write only the
+  // pool's scratch slot and block); shape.tokens where nothing would be recorded for it (the
+  // default, the CPU, eager mode, prefill, sizes past the largest recorded one).
+  virtual int64_t recorded_step_size(const StepShape& shape) const { return shape.tokens; }
   // For tests: the next replayed step treats the launches of its op number `op` (from 1) as
   // different from the recording, so the replay falls back from there (a no-op where nothing is
   // recorded).
@@ -355,8 +364,14 @@ class Backend {
                            std::span<const SeqSlice> seqs, const StateStorage& state, TensorView hash_ids);
 };
 
+// How a device backend spreads sparse attention's fixed splits over the GPU (cuda/step_plan.h):
+// Auto lets each step's plan choose; Split and Fused force one schedule (tests and benchmarks).
+// Every schedule gives the same bits. The CPU ignores it.
+enum class AttentionSchedule { Auto, Split, Fused };
+
 struct BackendOptions {
   bool batch_invariant = false;
+  AttentionSchedule attention_schedule = AttentionSchedule::Auto;
   int device_index = 0;  // which GPU (device backends), as CUDA numbers the visible ones
   // Decode steps whose batch size is listed here are recorded once and replayed (CUDA graphs);
   // empty, or enforce_eager: every step launches its kernels one by one.

@@ -38,8 +38,8 @@ kv::StatePool make_pool(const model::CausalLM& model, const EngineOptions& optio
   const int64_t context = model.config().max_position_embeddings;
   if (context > 0) {
     const auto seqs = static_cast<size_t>(options.limits.max_num_seqs);
-    const size_t useful = static_cast<size_t>(slots) * layout.slot_bytes() +
-                          seqs * static_cast<size_t>(layout.blocks_for(context)) * layout.block_bytes();
+    const size_t useful =
+        kv::StatePool::budget_for(layout, slots, static_cast<int64_t>(seqs) * layout.blocks_for(context));
     budget = std::min(budget, useful);
   }
   return kv::StatePool::from_budget(layout, budget, slots, model.backend().allocator());

@@ -13,8 +13,11 @@ StatePool::StatePool(StateLayout layout, int64_t num_slots, int64_t num_blocks, 
   DEEPINFER_CHECK(num_slots >= 1, "a state pool needs at least one slot, got {}", num_slots);
   DEEPINFER_CHECK(num_blocks >= 0, "negative block count {}", num_blocks);
   // Host buffers leave pages untouched until written, so a large budget costs nothing until used.
-  slots_ = Buffer(static_cast<size_t>(num_slots) * layout_.slot_bytes(), allocator);
-  blocks_ = Buffer(static_cast<size_t>(num_blocks) * layout_.block_bytes(), allocator);
+  DEEPINFER_CHECK(num_slots < INT32_MAX && num_blocks < INT32_MAX, "a state pool of {} slots and {} blocks: at most {} each",
+                  num_slots, num_blocks, INT32_MAX - 1);
+  // One more slot and block: the scratch ones (scratch_slot()).
+  slots_ = Buffer(static_cast<size_t>(num_slots + 1) * layout_.slot_bytes(), allocator);
+  blocks_ = Buffer(static_cast<size_t>(num_blocks + 1) * layout_.block_bytes(), allocator);
   slot_used_.assign(static_cast<size_t>(num_slots), false);
   block_used_.assign(static_cast<size_t>(num_blocks), false);
   // Free lists pop from the back: hand out low indices first.
@@ -25,14 +28,15 @@ StatePool::StatePool(StateLayout layout, int64_t num_slots, int64_t num_blocks, 
 StatePool StatePool::from_budget(const StateLayout& layout, size_t budget_bytes, int64_t max_slots,
                                  Allocator& allocator) {
   DEEPINFER_CHECK(max_slots >= 1, "max sequences must be >= 1, got {}", max_slots);
-  const size_t slots_bytes = static_cast<size_t>(max_slots) * layout.slot_bytes();
+  // The slots, and the scratch slot and block, come off the top; the rest is blocks.
+  const size_t slots_bytes = static_cast<size_t>(max_slots + 1) * layout.slot_bytes() + layout.block_bytes();
   const size_t need = slots_bytes + static_cast<size_t>(max_slots) * layout.block_bytes();
   DEEPINFER_CHECK(budget_bytes >= need,
                   "state memory budget {} bytes is too small: {} sequences need {} bytes of window/compressor "
                   "slots plus {} bytes for one block each (lower max sequences or raise the budget)",
                   budget_bytes, max_slots, slots_bytes, need - slots_bytes);
   const auto blocks = static_cast<int64_t>((budget_bytes - slots_bytes) / std::max<size_t>(layout.block_bytes(), 1));
-  return StatePool(layout, max_slots, std::min<int64_t>(blocks, INT32_MAX), allocator);
+  return StatePool(layout, max_slots, std::min<int64_t>(blocks, INT32_MAX - 1), allocator);
 }
 
 backend::StateStorage StatePool::storage() const {
@@ -47,7 +51,8 @@ backend::StateStorage StatePool::storage() const {
 }
 
 size_t StatePool::allocated_bytes() const {
-  return static_cast<size_t>(num_slots()) * layout_.slot_bytes() + static_cast<size_t>(num_blocks_) * layout_.block_bytes();
+  return static_cast<size_t>(num_slots() + 1) * layout_.slot_bytes() +
+         static_cast<size_t>(num_blocks_ + 1) * layout_.block_bytes();
 }
 
 std::optional<int32_t> StatePool::allocate_slot() {
@@ -105,7 +110,7 @@ void StatePool::grow_blocks(int64_t extra) {
   if (extra <= 0) return;
   const int64_t total = num_blocks_ + extra;
   DEEPINFER_CHECK(allocator_->device() == Device::CPU, "growing a state pool is only supported in host memory");
-  Buffer grown(static_cast<size_t>(total) * layout_.block_bytes(), *allocator_);
+  Buffer grown(static_cast<size_t>(total + 1) * layout_.block_bytes(), *allocator_);  // + the scratch block
   if (!blocks_.empty()) std::memcpy(grown.data(), blocks_.data(), blocks_.size());
   blocks_ = std::move(grown);
   block_used_.resize(static_cast<size_t>(total), false);

@@ -5,6 +5,10 @@
 // (SGLang's choice): it never grows, is never shared between sequences in this engine, and a slot
 // needs no table lookup per window row. Blocks are what grows with context and what a prefix cache
 // will share. Storage is allocated once; pages the OS has not been asked for stay untouched.
+//
+// Beyond the slots and blocks it hands out, a pool holds one scratch slot and one scratch block:
+// the padding rows of a decode step padded up to a recorded batch size (model/forward_common.h)
+// write their state there, where no sequence reads it.
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -27,6 +31,11 @@ class StatePool {
   // cannot hold the slots and one block per slot.
   static StatePool from_budget(const StateLayout& layout, size_t budget_bytes, int64_t max_slots,
                                Allocator& allocator = HostAllocator::instance());
+  // The smallest budget from_budget turns into `slots` slots and `blocks` blocks (the scratch slot
+  // and block included).
+  static size_t budget_for(const StateLayout& layout, int64_t slots, int64_t blocks) {
+    return static_cast<size_t>(slots + 1) * layout.slot_bytes() + static_cast<size_t>(blocks + 1) * layout.block_bytes();
+  }
 
   const StateLayout& layout() const { return layout_; }
   Device device() const { return allocator_->device(); }
@@ -36,7 +45,13 @@ class StatePool {
   int64_t num_blocks() const { return num_blocks_; }
   int64_t free_slot_count() const { return static_cast<int64_t>(free_slots_.size()); }
   int64_t free_block_count() const { return static_cast<int64_t>(free_blocks_.size()); }
+  // Every byte of storage, the scratch slot and block included.
   size_t allocated_bytes() const;
+  // The scratch slot and block: never handed out, written by padding rows only (their contents
+  // are garbage). Indices past the real ones: num_slots() and num_blocks().
+  int32_t scratch_slot() const { return static_cast<int32_t>(num_slots()); }
+  int32_t scratch_block() const { return static_cast<int32_t>(num_blocks_); }
+  size_t scratch_bytes() const { return layout_.slot_bytes() + layout_.block_bytes(); }
 
   std::optional<int32_t> allocate_slot();
   void free_slot(int32_t slot);

@@ -54,8 +54,11 @@ struct LoadOptions {
   // Decode steps recorded and replayed (CUDA graphs; backend::BackendOptions).
   std::vector<int64_t> cuda_graph_sizes = backend::BackendOptions::default_cuda_graph_sizes(512);
   bool enforce_eager = false;
+  // How device backends spread sparse attention over the GPU (the same bits every way; benchmarks).
+  backend::AttentionSchedule attention_schedule = backend::AttentionSchedule::Auto;
   backend::BackendOptions backend_options() const {
     return {.batch_invariant = batch_invariant,
+            .attention_schedule = attention_schedule,
             .device_index = device_index,
             .cuda_graph_sizes = cuda_graph_sizes,
             .enforce_eager = enforce_eager};

@@ -533,6 +533,73 @@ TEST_P(BackendOps, SparseAttentionWindowEntriesSinks) {
   }
 }
 
+// Both schedules of a device backend (each split of a (token, head) in its own work item with a
+// combine, or all of them in one: cuda/step_plan.h) give the same bits, on key lists of several
+// 128-key splits: every completed entry of a rate-4 compressor at position ~1,100, and 200
+// selected entries. (On the CPU the option is ignored: the same op three times.)
+TEST_P(BackendOps, AttentionSchedulesGiveTheSameBits) {
+  const kv::StateLayout layout = test_layout();
+  const int64_t hd = kHeadDim, H = 5, k_sel = 200;
+  constexpr int64_t kTableBlocks = 150;  // positions up to 1,200
+  Pools pools(*be, layout, 4, 3 * kTableBlocks);
+  std::vector<std::vector<int32_t>> tables(3);
+  std::vector<int32_t> all_blocks(3 * kTableBlocks);
+  std::iota(all_blocks.begin(), all_blocks.end(), 0);
+  std::shuffle(all_blocks.begin(), all_blocks.end(), rng);
+  for (size_t i = 0; i < 3; ++i)
+    tables[i].assign(all_blocks.begin() + static_cast<int64_t>(i) * kTableBlocks,
+                     all_blocks.begin() + static_cast<int64_t>(i + 1) * kTableBlocks);
+  // A decode deep in context, a chunk of 6 after position 830, a decode at 1,001.
+  const std::vector<SeqSlice> seqs = {{0, 1, 1100, 2, tables[0]}, {1, 6, 830, 0, tables[1]}, {7, 1, 1001, 3, tables[2]}};
+  const int64_t T = tokens_of(seqs);
+  backend::BackendOptions split_options, fused_options;
+  split_options.batch_invariant = fused_options.batch_invariant = GetParam().batch_invariant;
+  split_options.attention_schedule = backend::AttentionSchedule::Split;
+  fused_options.attention_schedule = backend::AttentionSchedule::Fused;
+  const auto split = backend::make_backend(GetParam().name, split_options);
+  const auto fused = backend::make_backend(GetParam().name, fused_options);
+  for (size_t layer : {1u, 3u}) {
+    const backend::WindowLayout wl = layout.layers[layer].window;
+    const CompressorLayout* comp = &*layout.layers[layer].compressor;
+    const bool selection = layer == 1;
+    const std::string what = selection ? "200 selected entries" : "every completed entry";
+    fill_step_state(pools.host, seqs, wl, {comp}, [&] { return nonzero(); });
+    pools.upload();
+    const auto q = randoms(static_cast<size_t>(T * H * hd), 1.5f), kv = randoms(static_cast<size_t>(T * hd));
+    const auto sink = randoms(static_cast<size_t>(H), 2.0f);
+    std::vector<int32_t> selected(static_cast<size_t>(T * k_sel), -1);
+    for (const auto& sl : seqs)
+      for (int64_t i = 0; i < sl.count; ++i) {
+        std::vector<int32_t> visible(static_cast<size_t>((sl.start + i + 1) / comp->rate));
+        std::iota(visible.begin(), visible.end(), 0);
+        std::shuffle(visible.begin(), visible.end(), rng);
+        for (int64_t j = 0; j < std::min<int64_t>(k_sel, static_cast<int64_t>(visible.size())) - 3; ++j)  // a few -1
+          selected[static_cast<size_t>((sl.begin + i) * k_sel + j)] = visible[static_cast<size_t>(j)];
+      }
+    const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+    const auto d_q = on_device(q), d_kv = on_device(kv);
+    const auto d_selected = on_device(selected);
+    const TensorView sel_view = selection ? d_selected.view({T, k_sel}) : TensorView{};
+    std::vector<std::vector<float>> outs;
+    for (backend::Backend* b : {be.get(), split.get(), fused.get()}) {
+      auto out = nan_output(static_cast<size_t>(T * H * hd));
+      b->sparse_attention(d_q.view({T, H, hd}), d_kv.view({T, hd}), wl, comp, sel_view, sink.data(), scale, seqs,
+                          pools.storage, out.view({T, H, hd}));
+      b->synchronize();
+      outs.push_back(out.download());
+    }
+    const auto want = ref_attention(q, kv, wl, comp, selection ? &selected : nullptr, k_sel, sink, scale, seqs,
+                                    pools.host, H);
+    EXPECT_CLOSE(outs[2], want, what + ", fused");
+    for (size_t i = 0; i < outs[0].size(); ++i) {
+      ASSERT_FALSE(std::isnan(outs[1][i])) << what << ", element " << i;
+      ASSERT_TRUE(same_bits(outs[1][i], outs[2][i]))
+          << what << ": split " << outs[1][i] << " vs fused " << outs[2][i] << " at element " << i;
+      ASSERT_TRUE(same_bits(outs[0][i], outs[1][i])) << what << ": the default plan differs at element " << i;
+    }
+  }
+}
+
 // ---------------------------------------------------------------- prefix-cache bounds
 
 // Bounded replay after a prefix hit: window attention must not read ring rows below the window

@@ -275,9 +275,10 @@ TEST_F(GenerateFile, SmallKvMemoryStillCompletesEveryRequest) {
                         .dump());
   const fs::path input = write("in.jsonl", lines);
   const fs::path small = scratch_ / "small.jsonl", big = scratch_ / "big.jsonl";
-  // 8 slots and 8 blocks of 64 tokens: each request (~110 positions, 2 blocks) fits alone, not all.
+  // 8 slots and 11 blocks (and the pool's scratch slot and block): each request (~110 positions,
+  // 2 blocks) fits alone, not all.
   auto r = run({"generate", "--model", kKjv.string(), "--input", input.string(), "--output", small.string(),
-                "--max-num-seqs", "8", "--kv-memory", "1200K"});
+                "--max-num-seqs", "8", "--kv-memory", "1340K"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.err.find(" 0 preemptions"), std::string::npos) << r.err;
   r = run({"generate", "--model", kKjv.string(), "--input", input.string(), "--output", big.string()});

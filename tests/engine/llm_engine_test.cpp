@@ -70,8 +70,7 @@ std::map<uint64_t, Finished> run_all(LLMEngine& engine) {
 }
 
 size_t bytes_for(const FakeModel& model, int64_t slots, int64_t blocks) {
-  return static_cast<size_t>(slots) * model.state_layout().slot_bytes() +
-         static_cast<size_t>(blocks) * model.state_layout().block_bytes();
+  return kv::StatePool::budget_for(model.state_layout(), slots, blocks);
 }
 
 EngineOptions options(int64_t seqs, int64_t budget, size_t memory = size_t(1) << 26) {

@@ -151,7 +151,7 @@ TEST_P(BatchedEqualsAlone, BatchInvariantLogitsBitIdentical) {
   EngineConfig tight = config;
   tight.max_num_seqs = 16;
   const int64_t blocks = std::max({longest, all / 16, int64_t(16)});
-  tight.kv_memory_bytes = 16 * layout.slot_bytes() + static_cast<size_t>(blocks) * layout.block_bytes();
+  tight.kv_memory_bytes = kv::StatePool::budget_for(layout, 16, blocks);
   LLM small(c.dir, tight);
   ASSERT_EQ(small.kv_num_blocks(), blocks);
   const auto constrained = small.generate(prompts, greedy_with_logits());

@@ -178,7 +178,7 @@ TEST(EngineSampling, PromptLogprobsMatchTheFromScratchRowsWhateverTheChunking) {
     EngineOptions o = options(4, 9, memory);
     if (memory == 0) {
       const auto& layout = model.state_layout();
-      o.kv_memory_bytes = 4 * layout.slot_bytes() + 12 * layout.block_bytes();
+      o.kv_memory_bytes = kv::StatePool::budget_for(layout, 4, 12);
     }
     LLMEngine engine(model, nullptr, o);
     std::vector<uint64_t> ids;

@@ -20,10 +20,12 @@ const std::filesystem::path kData = DEEPINFER_TEST_DATA_DIR;
 
 StoredFormats all_f32() { return {}; }
 
-// A pool of one slot and one block holds exactly one slot and one block of the layout.
+// A pool of one slot and one block holds exactly one slot and one block of the layout, and its
+// scratch slot and block (padding rows of recorded steps) as much again.
 void expect_pool_allocates(const StateLayout& layout) {
   const StatePool pool(layout, 1, 1);
-  EXPECT_EQ(pool.allocated_bytes(), layout.slot_bytes() + layout.block_bytes());
+  EXPECT_EQ(pool.scratch_bytes(), layout.slot_bytes() + layout.block_bytes());
+  EXPECT_EQ(pool.allocated_bytes() - pool.scratch_bytes(), layout.slot_bytes() + layout.block_bytes());
 }
 
 TEST(StateAccounting, RowEncodings) {

@@ -76,17 +76,39 @@ TEST(StatePool, FromBudget) {
   const StateLayout l = small_layout();
   ASSERT_EQ(l.slot_bytes(), 352u * 4u);
   ASSERT_EQ(l.block_bytes(), 24u * 4u);
-  // 4 slots = 5,632 bytes; the rest in whole blocks of 96 bytes.
-  const size_t budget = 4 * l.slot_bytes() + 1000 * l.block_bytes() + 95;
+  // 4 slots and the scratch slot and block = 7,136 bytes; the rest in whole blocks of 96 bytes.
+  const size_t scratch = l.slot_bytes() + l.block_bytes();
+  const size_t budget = 4 * l.slot_bytes() + scratch + 1000 * l.block_bytes() + 95;
   const StatePool pool = StatePool::from_budget(l, budget, 4);
   EXPECT_EQ(pool.num_slots(), 4);
   EXPECT_EQ(pool.num_blocks(), 1000);
-  EXPECT_EQ(pool.allocated_bytes(), 4 * l.slot_bytes() + 1000 * l.block_bytes());
+  EXPECT_EQ(pool.allocated_bytes(), 4 * l.slot_bytes() + 1000 * l.block_bytes() + scratch);
   EXPECT_LE(pool.allocated_bytes(), budget);
   // Too small for the slots plus one block per slot: a clear error.
-  EXPECT_THROW(StatePool::from_budget(l, 4 * l.slot_bytes() + 3 * l.block_bytes(), 4), Error);
-  EXPECT_NO_THROW(StatePool::from_budget(l, 4 * l.slot_bytes() + 4 * l.block_bytes(), 4));
+  EXPECT_THROW(StatePool::from_budget(l, 4 * l.slot_bytes() + scratch + 3 * l.block_bytes(), 4), Error);
+  EXPECT_NO_THROW(StatePool::from_budget(l, 4 * l.slot_bytes() + scratch + 4 * l.block_bytes(), 4));
   EXPECT_THROW(StatePool::from_budget(l, budget, 0), Error);
+}
+
+// The scratch slot and block lie past the real ones and are never handed out.
+TEST(StatePool, ScratchSlotAndBlockAreNeverHandedOut) {
+  StatePool pool(small_layout(), 3, 5);
+  EXPECT_EQ(pool.scratch_slot(), 3);
+  EXPECT_EQ(pool.scratch_block(), 5);
+  std::vector<int32_t> slots, table;
+  while (auto s = pool.allocate_slot()) slots.push_back(*s);
+  EXPECT_EQ(slots.size(), 3u);
+  for (int32_t s : slots) EXPECT_NE(s, pool.scratch_slot());
+  ASSERT_TRUE(pool.allocate_blocks(5, table));
+  EXPECT_FALSE(pool.allocate_blocks(1, table));
+  for (int32_t b : table) EXPECT_NE(b, pool.scratch_block());
+  EXPECT_THROW(pool.free_slot(pool.scratch_slot()), Error);
+  const std::vector<int32_t> scratch = {pool.scratch_block()};
+  EXPECT_THROW(pool.free_blocks(scratch), Error);
+  // Growing a host pool keeps the scratch block past the real ones.
+  pool.grow_blocks(2);
+  EXPECT_EQ(pool.scratch_block(), 7);
+  EXPECT_EQ(pool.allocated_bytes(), 4 * small_layout().slot_bytes() + 8 * small_layout().block_bytes());
 }
 
 TEST(StatePool, EverySlotAndBlockIsItsOwnMemory) {

@@ -2,8 +2,9 @@
 // step after step, the same logits bit for bit as the same model launching every kernel
 // (enforce_eager), while sequences grow across blocks, compressor windows and the next power of
 // two of block capacity. On CUDA the steps must really be replayed (the statistics say so); a replay
-// that stops matching partway falls back without changing a bit; a batch size outside
-// cuda_graph_sizes is never replayed. On the CPU nothing is recorded and both paths are one.
+// that stops matching partway falls back without changing a bit; a batch size between recorded
+// ones is padded up and replayed; one past the largest is never replayed. On the CPU nothing is
+// recorded or padded and both paths are one.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -12,6 +13,8 @@
 #include <random>
 #include <string>
 
+#include "core/error.h"
+#include "model/forward_common.h"
 #include "model/model.h"
 #include "testing/random_seed.h"
 
@@ -93,7 +96,7 @@ TEST_P(StepGraphs, ReplayedDecodeStepsEqualEagerOnesBitForBit) {
   model::LoadOptions eager_options;
   eager_options.enforce_eager = true;
   model::LoadOptions recorded_options;
-  recorded_options.cuda_graph_sizes = {1, 2, 4, 8};  // 3 is left out on purpose
+  recorded_options.cuda_graph_sizes = {1, 2, 4, 8};  // 3 is left out on purpose: padded to 4
   const auto eager = model::load_model(GetParam(), eager_options);
   const auto recorded = model::load_model(GetParam(), recorded_options);
   const bool cuda = recorded->backend().name() == "cuda";
@@ -145,16 +148,99 @@ TEST_P(StepGraphs, ReplayedDecodeStepsEqualEagerOnesBitForBit) {
     }
   }
 
-  // A batch size outside cuda_graph_sizes launches kernel by kernel, and still agrees.
-  const auto before = recorded->backend().step_graph_stats();
-  Lockstep{*eager, *recorded, 3, 24, seed + 3}.run();
-  if (HasFatalFailure()) return;
-  const auto after = recorded->backend().step_graph_stats();
-  EXPECT_EQ(after.replays, before.replays);
-  EXPECT_EQ(after.captures, before.captures);
+  // A batch size between recorded ones (3) runs padded to the next one (4): padding rows in the
+  // pools' scratch slot and block, replayed, and the real rows still agree bit for bit. One past
+  // the largest recorded size (9) launches kernel by kernel, and agrees too.
+  {
+    const auto before = recorded->backend().step_graph_stats();
+    Lockstep{*eager, *recorded, 3, 24, seed + 3}.run();
+    if (HasFatalFailure()) return;
+    const auto after = recorded->backend().step_graph_stats();
+    std::printf("batch 3 (padded to 4): padded steps %lld, padding rows %lld, replays %lld\n",
+                static_cast<long long>(after.padded_steps - before.padded_steps),
+                static_cast<long long>(after.padding_rows - before.padding_rows),
+                static_cast<long long>(after.replays - before.replays));
+    if (cuda) {
+      EXPECT_EQ(after.padded_steps - before.padded_steps, 24);  // every decode step, not the prefill
+      EXPECT_EQ(after.padding_rows - before.padding_rows, 24);
+      EXPECT_GE(after.replays - before.replays, 24 - 6);
+    } else {
+      EXPECT_EQ(after.padded_steps, 0);
+    }
+  }
+  {
+    const auto before = recorded->backend().step_graph_stats();
+    Lockstep{*eager, *recorded, 9, 12, seed + 9}.run();
+    if (HasFatalFailure()) return;
+    const auto after = recorded->backend().step_graph_stats();
+    EXPECT_EQ(after.replays, before.replays);
+    EXPECT_EQ(after.captures, before.captures);
+    EXPECT_EQ(after.padded_steps, before.padded_steps);
+  }
   // The eager model never records.
   EXPECT_EQ(eager->backend().step_graph_stats().replays, 0);
   EXPECT_EQ(eager->backend().step_graph_stats().captures, 0);
+}
+
+// Padding rows (padded_decode_batch) leave the real rows' logits and state as they were, on any
+// backend: the same model runs `batch` sequences in two pools, unpadded and padded to 8 sequences,
+// for a prefill and 20 decode steps, and every real row agrees bit for bit.
+TEST(PaddedDecodeBatch, PaddingRowsChangeNoRealRow) {
+  const uint32_t seed = test_seed();
+  const auto model = model::load_model(kModels + "/kjv-tiny-v4");
+  std::printf("seed %u, device %s\n", seed, std::string(model->backend().name()).c_str());
+  const auto& layout = model->state_layout();
+  constexpr int64_t kBatch = 3, kPadded = 8, kSteps = 20;
+  std::mt19937 rng(seed);
+  kv::StatePool plain(layout, kBatch, 64, model->backend().allocator());
+  kv::StatePool padded(layout, kBatch, 64, model->backend().allocator());
+  std::vector<std::vector<int32_t>> tables(kBatch);
+  std::vector<int32_t> slots, feed(kBatch);
+  std::vector<int64_t> length(kBatch, 0);
+  for (int64_t i = 0; i < kBatch; ++i) {
+    slots.push_back(*plain.allocate_slot());
+    ASSERT_EQ(slots.back(), *padded.allocate_slot());
+    ASSERT_TRUE(plain.allocate_blocks(20, tables[static_cast<size_t>(i)]));
+    std::vector<int32_t> other;
+    ASSERT_TRUE(padded.allocate_blocks(20, other));
+    ASSERT_EQ(other, tables[static_cast<size_t>(i)]);
+  }
+  std::vector<std::vector<int32_t>> prompts(kBatch);
+  for (auto& p : prompts) {
+    p.resize(5 + rng() % 60);
+    for (auto& t : p) t = static_cast<int32_t>(3 + rng() % static_cast<uint32_t>(model->vocab_size() - 3));
+  }
+  const auto V = static_cast<size_t>(model->vocab_size());
+  for (int64_t step = 0; step <= kSteps; ++step) {
+    model::ForwardBatch b;
+    for (size_t i = 0; i < kBatch; ++i) {
+      const std::span<const int32_t> tokens = step == 0 ? std::span<const int32_t>(prompts[i]) : std::span(&feed[i], 1);
+      b.add(slots[i], tables[i], length[i], tokens);
+      length[i] += static_cast<int64_t>(tokens.size());
+    }
+    std::vector<int32_t> scratch_table;
+    const model::ForwardBatch p = step == 0 ? b : model::padded_decode_batch(b, kPadded, padded, scratch_table);
+    if (step > 0) {
+      ASSERT_EQ(p.seqs.size(), static_cast<size_t>(kPadded));
+      ASSERT_EQ(p.logit_rows.size(), static_cast<size_t>(kPadded));
+      EXPECT_EQ(p.seqs.back().slot, padded.scratch_slot());
+    }
+    std::vector<float> lp, lq;
+    model->forward(b, plain, lp);
+    model->forward(p, padded, lq);
+    ASSERT_EQ(lp.size(), V * kBatch);
+    ASSERT_EQ(lq.size(), V * static_cast<size_t>(step == 0 ? kBatch : kPadded));
+    for (float v : lq) ASSERT_TRUE(std::isfinite(v)) << "seed " << seed << " step " << step;
+    ASSERT_EQ(0, std::memcmp(lp.data(), lq.data(), lp.size() * sizeof(float))) << "seed " << seed << " step " << step;
+    for (size_t i = 0; i < kBatch; ++i) feed[i] = argmax(std::span<const float>(lp).subspan(i * V, V));
+  }
+  // Padding a step down is a caller's bug.
+  model::ForwardBatch b;
+  const int32_t token = 5;
+  b.add(slots[0], tables[0], length[0], std::span<const int32_t>(&token, 1));
+  b.add(slots[1], tables[1], length[1], std::span<const int32_t>(&token, 1));
+  std::vector<int32_t> scratch_table;
+  EXPECT_THROW(model::padded_decode_batch(b, 1, padded, scratch_table), Error);
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, StepGraphs,

@@ -37,7 +37,7 @@ using json = nlohmann::json;
 
 struct Args {
   std::string model, device = "cuda", batches = "1,8,32,128", prefills = "2048,8192", ties = "reference";
-  std::string json_path;
+  std::string json_path, attention_schedule = "auto";
   int64_t context = 4096, steps = 8, warmup = 2, prefill_runs = 3, greedy = 0;
   uint64_t seed = 1;
   bool profile = false;
@@ -209,10 +209,11 @@ class Bench {
              {{"kind", "decode"}, {"batch", B}, {"context", a_.context}, {"step_s", step_s}, {"times_s", times},
               {"tok_s", static_cast<double>(B) / step_s}, {"copy_check_max_logit_diff", copy_diff},
               {"cuda_graph_replays", replays}, {"replay_host_s", replay_host}, {"eager_host_s", eager_host}});
-      fmt::print("  cuda graphs: {} of {} steps replayed ({} captured, {} mismatched){}; host code per step: "
-                 "replayed {}, eager {}\n",
+      fmt::print("  cuda graphs: {} of {} steps replayed ({} captured, {} mismatched, {} padded to a recorded size){}; "
+                 "host code per step: replayed {}, eager {}\n",
                  replays, a_.warmup + a_.steps, graphs.captures - graphs_before.captures,
-                 graphs.mismatches - graphs_before.mismatches, a_.enforce_eager ? " (--enforce-eager)" : "",
+                 graphs.mismatches - graphs_before.mismatches, graphs.padded_steps - graphs_before.padded_steps,
+                 a_.enforce_eager ? " (--enforce-eager)" : "",
                  replays ? ms(replay_host) : "-", eager_steps ? ms(eager_host) : "-");
       if (B > 1)
         fmt::print("  state-copy check: same token in all {} sequences, max |logit difference| sequence 0 vs {}: {:.3g}\n",
@@ -382,6 +383,11 @@ int run_bench(const Args& a) {
   model::LoadOptions options;
   options.device = a.device;
   options.enforce_eager = a.enforce_eager;
+  DEEPINFER_CHECK(a.attention_schedule == "auto" || a.attention_schedule == "split" || a.attention_schedule == "fused",
+                  "--attention-schedule is auto, split or fused, not '{}'", a.attention_schedule);
+  options.attention_schedule = a.attention_schedule == "split"   ? backend::AttentionSchedule::Split
+                               : a.attention_schedule == "fused" ? backend::AttentionSchedule::Fused
+                                                                 : backend::AttentionSchedule::Auto;
   options.top_k_ties = a.ties == "lower" ? model::TopKTies::LowerIndex : model::TopKTies::Reference;
   auto t = Clock::now();
   auto m = model::load_model(a.model, options);
@@ -473,6 +479,10 @@ const CommandRegistration kRegistration{{
       sub.add_flag("--enforce-eager", args->enforce_eager,
                    "launch every decode step kernel by kernel (default: CUDA graphs after the first two steps of "
                    "a batch size, which the warm-up steps take)");
+      sub.add_option("--attention-schedule", args->attention_schedule,
+                     "how sparse attention spreads over the GPU: auto (the step plan chooses), split (a CTA per "
+                     "128-key split, then a combine) or fused (one CTA per token and head); the same bits every way")
+          ->capture_default_str();
       sub.add_flag("--profile", args->profile,
                    "run one more decode step per batch size inside a profiler range (ncu --profile-from-start off)");
       return [args] { return run_bench(*args); };

@@ -394,10 +394,13 @@ constexpr int64_t kSplitKeys = kAttentionSplitKeys;
 // The keys of a token: the window in position order (positions before the step from the ring row
 // p % W, the rest from the step's kv rows), then the selected entries (-1 skipped) or, without a
 // selection, every completed entry. They are cut into splits of kSplitKeys (a token's own count
-// decides how many, never the batch), one block per (token, head, split): each warp runs an online
-// softmax over keys split * kSplitKeys + warp + 8 i, the block merges its warps in order and writes
-// (max, sum, unnormalised output); the combine kernel merges the splits in order with the sink
-// logit, which takes mass and is dropped. Many blocks per token keep a batch-1 step's loads in flight.
+// decides how many, never the batch). In a split each warp runs an online softmax over keys
+// split * kSplitKeys + warp + 8 i and the block merges its warps in order into (max, sum,
+// unnormalised output); the splits are then merged in order with the sink logit, which takes mass
+// and is dropped. Two schedules (step_plan.h) run the same device functions, so they give the same
+// bits: one block per (token, head, split) writing partials to global memory and a combine kernel
+// (many blocks per token keep a batch-1 step's loads in flight), or one block per (token, head)
+// running its splits in turn with the partials in shared memory (enough pairs to fill the GPU).
 __device__ __forceinline__ int64_t attention_keys(const SparseAttentionArgs& a, const DeviceSeq& seq, int64_t pos,
                                                   int64_t* p0) {
   *p0 = pos - a.window + 1 > seq.window_floor ? pos - a.window + 1 : seq.window_floor;
@@ -405,21 +408,40 @@ __device__ __forceinline__ int64_t attention_keys(const SparseAttentionArgs& a, 
   return pos - *p0 + 1 + nent;
 }
 
-__global__ void sparse_attention_partial_kernel(SparseAttentionArgs a, int64_t t0, int64_t splits, float* part_m,
-                                                float* part_l, float* part_o) {
-  __shared__ float s_m[kAttnWarps], s_l[kAttnWarps];
-  __shared__ float s_o[kAttnWarps][kMaxAttentionHeadDim];
-  const int64_t tt = blockIdx.x / a.H, h = blockIdx.x % a.H, t = t0 + tt, split = blockIdx.y;
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  const DeviceSeq seq = a.seqs[seq_of_token(a.seqs, a.nseq, t)];
-  const int64_t pos = seq.start + (t - seq.begin), hd = a.hd, W = a.window;
-  int64_t p0;
-  const int64_t nkeys = attention_keys(a, seq, pos, &p0), nwin = pos - p0 + 1;
-  const int64_t j_end = (split + 1) * kSplitKeys < nkeys ? (split + 1) * kSplitKeys : nkeys;
-  const float* ring = a.st.slots + static_cast<int64_t>(seq.slot) * a.st.slot_elems + a.window_offset;
+// What a block needs to attend one (token, head).
+struct AttendPair {
+  DeviceSeq seq;
+  int64_t t, h, p0, nkeys, nwin;
+  const float* ring;
+};
 
+__device__ __forceinline__ AttendPair attend_pair(const SparseAttentionArgs& a, int64_t t, int64_t h) {
+  AttendPair p;
+  p.seq = a.seqs[seq_of_token(a.seqs, a.nseq, t)];
+  p.t = t;
+  p.h = h;
+  const int64_t pos = p.seq.start + (t - p.seq.begin);
+  p.nkeys = attention_keys(a, p.seq, pos, &p.p0);
+  p.nwin = pos - p.p0 + 1;
+  p.ring = a.st.slots + static_cast<int64_t>(p.seq.slot) * a.st.slot_elems + a.window_offset;
+  return p;
+}
+
+struct AttendShared {
+  float m[kAttnWarps], l[kAttnWarps];
+  float o[kAttnWarps][kMaxAttentionHeadDim];
+};
+
+// One split of a (token, head), by the whole block: thread 0 writes its (max, sum) to *out_m /
+// *out_l, the block its unnormalised output to out_o[hd]. Ends with a barrier, so the shared
+// arrays are free again.
+__device__ __forceinline__ void attend_split(const SparseAttentionArgs& a, const AttendPair& pr, int64_t split,
+                                             AttendShared& sh, float* out_m, float* out_l, float* out_o) {
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int64_t hd = a.hd, W = a.window;
+  const int64_t j_end = (split + 1) * kSplitKeys < pr.nkeys ? (split + 1) * kSplitKeys : pr.nkeys;
   float q[kAttnPerLane], o[kAttnPerLane];
-  const float* qh = a.q + (t * a.H + h) * hd;
+  const float* qh = a.q + (pr.t * a.H + pr.h) * hd;
 #pragma unroll
   for (int i = 0; i < kAttnPerLane; ++i) {
     const int64_t c = lane + 32 * i;
@@ -429,16 +451,16 @@ __global__ void sparse_attention_partial_kernel(SparseAttentionArgs a, int64_t t
   float m = neg_inf(), l = 0.0f;
   for (int64_t j = split * kSplitKeys + warp; j < j_end; j += kAttnWarps) {
     const float* key;
-    if (j < nwin) {
-      const int64_t p = p0 + j;
-      key = p < seq.start ? ring + (p % W) * hd : a.kv + (seq.begin + p - seq.start) * hd;
+    if (j < pr.nwin) {
+      const int64_t p = pr.p0 + j;
+      key = p < pr.seq.start ? pr.ring + (p % W) * hd : a.kv + (pr.seq.begin + p - pr.seq.start) * hd;
     } else {
-      int64_t e = j - nwin;
+      int64_t e = j - pr.nwin;
       if (a.selected) {
-        e = a.selected[t * a.k_sel + e];
+        e = a.selected[pr.t * a.k_sel + e];
         if (e < 0) continue;
       }
-      key = dev_entry(a.st, seq, a.blocks, a.entries, e);
+      key = dev_entry(a.st, pr.seq, a.blocks, a.entries, e);
     }
     float d = 0.0f;
 #pragma unroll
@@ -458,31 +480,66 @@ __global__ void sparse_attention_partial_kernel(SparseAttentionArgs a, int64_t t
     m = m_new;
   }
   if (lane == 0) {
-    s_m[warp] = m;
-    s_l[warp] = l;
+    sh.m[warp] = m;
+    sh.l[warp] = l;
   }
 #pragma unroll
   for (int i = 0; i < kAttnPerLane; ++i) {
     const int64_t c = lane + 32 * i;
-    if (c < hd) s_o[warp][c] = o[i];
+    if (c < hd) sh.o[warp][c] = o[i];
   }
   __syncthreads();
   float M = neg_inf(), f[kAttnWarps], L = 0.0f;
-  for (int w = 0; w < kAttnWarps; ++w) M = fmaxf(M, s_m[w]);
+  for (int w = 0; w < kAttnWarps; ++w) M = fmaxf(M, sh.m[w]);
   for (int w = 0; w < kAttnWarps; ++w) {
-    f[w] = s_l[w] > 0.0f ? expf(s_m[w] - M) : 0.0f;
-    L += s_l[w] * f[w];
+    f[w] = sh.l[w] > 0.0f ? expf(sh.m[w] - M) : 0.0f;
+    L += sh.l[w] * f[w];
   }
-  const int64_t slot = (tt * a.H + h) * splits + split;
   if (threadIdx.x == 0) {
-    part_m[slot] = M;
-    part_l[slot] = L;
+    *out_m = M;
+    *out_l = L;
   }
   for (int64_t c = threadIdx.x; c < hd; c += blockDim.x) {
     float acc = 0.0f;
-    for (int w = 0; w < kAttnWarps; ++w) acc += s_o[w][c] * f[w];
-    part_o[slot * hd + c] = acc;
+    for (int w = 0; w < kAttnWarps; ++w) acc += sh.o[w][c] * f[w];
+    out_o[c] = acc;
   }
+  __syncthreads();
+}
+
+// Merges `splits` partials (m[s], l[s], o[s * hd ..]) with the sink logit, in split order, into
+// out[hd]. `weight_of_split` [splits] and `inv` are shared memory; the partials are visible to
+// every thread of the block.
+__device__ __forceinline__ void combine_splits(float sink, const float* m, const float* l, const float* o,
+                                               int64_t splits, int64_t hd, float* weight_of_split, float* inv,
+                                               float* out) {
+  if (threadIdx.x == 0) {
+    float M = sink;
+    for (int64_t s = 0; s < splits; ++s) M = fmaxf(M, m[s]);
+    float total = expf(sink - M);
+    for (int64_t s = 0; s < splits; ++s) {
+      const float L = l[s];
+      const float f = L > 0.0f ? expf(m[s] - M) : 0.0f;
+      weight_of_split[s] = f;
+      total += L * f;
+    }
+    *inv = 1.0f / total;
+  }
+  __syncthreads();
+  for (int64_t c = threadIdx.x; c < hd; c += blockDim.x) {
+    float acc = 0.0f;
+    for (int64_t s = 0; s < splits; ++s) acc += o[s * hd + c] * weight_of_split[s];
+    out[c] = acc * *inv;
+  }
+}
+
+__global__ void sparse_attention_partial_kernel(SparseAttentionArgs a, int64_t t0, int64_t splits, float* part_m,
+                                                float* part_l, float* part_o) {
+  __shared__ AttendShared sh;
+  const int64_t tt = blockIdx.x / a.H, h = blockIdx.x % a.H, split = blockIdx.y;
+  const AttendPair pr = attend_pair(a, t0 + tt, h);
+  const int64_t slot = (tt * a.H + h) * splits + split;
+  attend_split(a, pr, split, sh, part_m + slot, part_l + slot, part_o + slot * a.hd);
 }
 
 __global__ void sparse_attention_combine_kernel(SparseAttentionArgs a, int64_t t0, int64_t splits, const float* part_m,
@@ -491,26 +548,22 @@ __global__ void sparse_attention_combine_kernel(SparseAttentionArgs a, int64_t t
   __shared__ float inv;
   const int64_t tt = blockIdx.x / a.H, h = blockIdx.x % a.H, t = t0 + tt, hd = a.hd;
   const int64_t base = (tt * a.H + h) * splits;
-  if (threadIdx.x == 0) {  // in split order, as the single-block merge
-    const float sink = a.sink[h];
-    float M = sink;
-    for (int64_t s = 0; s < splits; ++s) M = fmaxf(M, part_m[base + s]);
-    float total = expf(sink - M);
-    for (int64_t s = 0; s < splits; ++s) {
-      const float L = part_l[base + s];
-      const float f = L > 0.0f ? expf(part_m[base + s] - M) : 0.0f;
-      weight_of_split[s] = f;
-      total += L * f;
-    }
-    inv = 1.0f / total;
-  }
-  __syncthreads();
-  float* out = a.out + (t * a.H + h) * hd;
-  for (int64_t c = threadIdx.x; c < hd; c += blockDim.x) {
-    float acc = 0.0f;
-    for (int64_t s = 0; s < splits; ++s) acc += part_o[(base + s) * hd + c] * weight_of_split[s];
-    out[c] = acc * inv;
-  }
+  combine_splits(a.sink[h], part_m + base, part_l + base, part_o + base * hd, splits, hd, weight_of_split, &inv,
+                 a.out + (t * a.H + h) * hd);
+}
+
+// Every split of a (token, head) in one block, then the combine, with the partials in shared
+// memory: the same functions, in the same order, as the two kernels above.
+__global__ void sparse_attention_fused_kernel(SparseAttentionArgs a, int64_t t0, int64_t splits) {
+  __shared__ AttendShared sh;
+  __shared__ float s_m[kMaxFusedAttentionSplits], s_l[kMaxFusedAttentionSplits];
+  __shared__ float weight_of_split[kMaxFusedAttentionSplits];
+  __shared__ float inv;
+  extern __shared__ float split_o[];  // [splits, hd]
+  const int64_t tt = blockIdx.x / a.H, h = blockIdx.x % a.H, t = t0 + tt, hd = a.hd;
+  const AttendPair pr = attend_pair(a, t, h);
+  for (int64_t split = 0; split < splits; ++split) attend_split(a, pr, split, sh, s_m + split, s_l + split, split_o + split * hd);
+  combine_splits(a.sink[h], s_m, s_l, split_o, splits, hd, weight_of_split, &inv, a.out + (t * a.H + h) * hd);
 }
 
 }  // namespace
@@ -555,10 +608,15 @@ void launch_store_window(const DeviceSeq* seqs, int32_t nseq, int64_t tokens, co
   launch(store_window_kernel, blocks_for(n, 256), 256, 0, seqs, nseq, tokens, kv, st, window, head_dim, slot_offset);
 }
 
-void launch_sparse_attention(const SparseAttentionArgs& a, int64_t t0, int64_t tokens, int64_t splits, float* part_m,
-                             float* part_l, float* part_o) {
+void launch_sparse_attention(const SparseAttentionArgs& a, int64_t t0, int64_t tokens, int64_t splits, bool fused,
+                             float* part_m, float* part_l, float* part_o) {
   if (tokens <= 0 || a.H <= 0 || a.hd <= 0 || splits <= 0) return;
   const auto blocks = static_cast<unsigned>(tokens * a.H);
+  if (fused) {
+    launch(sparse_attention_fused_kernel, blocks, kAttnWarps * 32, static_cast<size_t>(splits * a.hd) * sizeof(float), a,
+           t0, splits);
+    return;
+  }
   launch(sparse_attention_partial_kernel, dim3(blocks, static_cast<unsigned>(splits)), kAttnWarps * 32, 0, 
       a, t0, splits, part_m, part_l, part_o);
   launch(sparse_attention_combine_kernel, blocks, 128, static_cast<size_t>(splits) * sizeof(float), 

@@ -87,9 +87,14 @@ struct SparseAttentionArgs {
 constexpr int64_t kMaxAttentionHeadDim = 512;
 // Keys per split (a block per token, head and split; the split count follows the token's own keys).
 constexpr int64_t kAttentionSplitKeys = 128;
-// Tokens [t0, t0 + tokens) with `splits` splits each; part_m / part_l [tokens, H, splits] and
-// part_o [tokens, H, splits, hd] are scratch.
-void launch_sparse_attention(const SparseAttentionArgs& a, int64_t t0, int64_t tokens, int64_t splits, float* part_m,
-                             float* part_l, float* part_o);
+// At most this many splits per (token, head) run in one block (fused: their partial outputs sit in
+// shared memory, 12 x 2 KB at head_dim 512, next to the 16 KB of the warps' outputs).
+constexpr int64_t kMaxFusedAttentionSplits = 12;
+// Tokens [t0, t0 + tokens) with `splits` splits each. fused (splits <= kMaxFusedAttentionSplits):
+// one block per (token, head) runs them all and combines; else part_m / part_l [tokens, H, splits]
+// and part_o [tokens, H, splits, hd] are scratch for a block per split and a combine kernel. The
+// same bits either way (step_plan.h).
+void launch_sparse_attention(const SparseAttentionArgs& a, int64_t t0, int64_t tokens, int64_t splits, bool fused,
+                             float* part_m, float* part_l, float* part_o);
 
 }  // namespace deepinfer::cuda

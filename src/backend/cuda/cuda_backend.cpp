@@ -35,6 +35,10 @@ CudaBackend::CudaBackend(const backend::BackendOptions& options) : options_(opti
                   "CUDA device {} does not exist: {} visible (CUDA_VISIBLE_DEVICES chooses them)", options.device_index,
                   count);
   make_current();
+  int sms = 0;
+  DEEPINFER_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, options.device_index));
+  idle_plan_ = plan_step({}, false, sms, options_);
+  plan_ = idle_plan_;
   DEEPINFER_CUDA_CHECK(cudaStreamCreate(&stream_));
   launch_control().stream = stream_;
 }
@@ -156,7 +160,7 @@ CudaBackend::StagedSeqs CudaBackend::stage_seqs(std::span<const backend::SeqSlic
   backend::check_slices(seqs, tokens, state);
   // In a recorded step every table is padded to the step's capacity, so the staged sizes (and the
   // recording's copies) stay the same while sequences grow into new blocks.
-  const auto capacity = static_cast<size_t>(step_block_capacity_);
+  const auto capacity = static_cast<size_t>(plan_.block_capacity);
   for (const auto& s : seqs) {
     out.host.push_back(
         {s.begin, s.count, s.start, s.slot, static_cast<int32_t>(tables.size()), s.window_floor, s.cached_until});

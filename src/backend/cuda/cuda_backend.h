@@ -21,6 +21,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device_types.h"
 #include "backend/cuda/launch_control.h"
+#include "backend/cuda/step_plan.h"
 
 namespace deepinfer::cuda {
 
@@ -84,6 +85,7 @@ class CudaBackend final : public backend::Backend {
   // Decode steps of the listed batch sizes are captured as CUDA graphs (the second time their shape
   // is seen) and replayed while every launch of the step matches the recording (step_graphs.cpp).
   void run_step(const backend::StepShape& shape, const std::function<void()>& device_ops) override;
+  int64_t recorded_step_size(const backend::StepShape& shape) const override;
   backend::StepGraphStats step_graph_stats() const override { return graph_stats_; }
   void perturb_next_replay(int64_t op) override { perturb_op_ = op; }
 
@@ -142,12 +144,14 @@ class CudaBackend final : public backend::Backend {
     launch_control().stream = stream_;
     if (step_mode_ != StepMode::None) on_op_begin();
   }
+  // The running step's work partition (step_plan.h); an eager step's outside run_step.
+  const StepPlan& plan() const { return plan_; }
   // Inside a recorded step: blocks per sequence table the recording holds (tables are padded to it,
   // and launch sizes that follow context length use it as their bound); 0 otherwise.
-  int64_t step_block_capacity() const { return step_block_capacity_; }
+  int64_t step_block_capacity() const { return plan_.block_capacity; }
   // The positions a recorded step's tables can hold (0 outside one): the bound its launch sizes use.
   int64_t step_token_capacity(const backend::StateStorage& state) const {
-    return step_block_capacity_ * state.block_tokens;
+    return plan_.block_capacity * state.block_tokens;
   }
   template <typename T>
   T* stage(std::span<const T> host) {
@@ -242,7 +246,8 @@ class CudaBackend final : public backend::Backend {
   std::map<StepKey, std::unique_ptr<StepGraph>> graphs_;
   int64_t graph_clock_ = 0;
   backend::StepGraphStats graph_stats_;
-  int64_t step_block_capacity_ = 0;
+  StepPlan idle_plan_;  // an eager step's, for ops called outside run_step
+  StepPlan plan_;
   StepMode step_mode_ = StepMode::None;
   StepGraph* step_graph_ = nullptr;  // being captured or replayed
   int64_t op_index_ = 0;             // ops begun in this step

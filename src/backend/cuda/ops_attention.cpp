@@ -198,12 +198,20 @@ void CudaBackend::sparse_attention(TensorView q, TensorView kv, const backend::W
   if (step_token_capacity(state) > 0)  // a recorded step: the bound for the tokens its tables can hold
     max_keys = wl.window + (!entries ? 0 : use_selection ? k_sel : step_token_capacity(state) / entries->rate);
   const int64_t splits = (max_keys + kAttentionSplitKeys - 1) / kAttentionSplitKeys;
+  // The plan spreads them over the GPU (the same bits either way); split partials go through
+  // global memory in token groups that fit the budget.
+  if (plan().fused_attention(T * H, splits)) {
+    launch_sparse_attention(a, 0, T, splits, true, nullptr, nullptr, nullptr);
+    DEEPINFER_CUDA_LAUNCHED();
+    return;
+  }
   constexpr int64_t kPartialBudget = int64_t{1} << 26;  // floats (256 MB)
   const int64_t group = std::clamp<int64_t>(kPartialBudget / (H * splits * (hd + 2)), 1, T);
   auto* part_o = static_cast<float*>(scratch(static_cast<size_t>(group * H * splits * hd) * sizeof(float), 0));
   auto* part_ml = static_cast<float*>(scratch(static_cast<size_t>(2 * group * H * splits) * sizeof(float), 1));
   for (int64_t t0 = 0; t0 < T; t0 += group) {
-    launch_sparse_attention(a, t0, std::min(group, T - t0), splits, part_ml, part_ml + group * H * splits, part_o);
+    launch_sparse_attention(a, t0, std::min(group, T - t0), splits, false, part_ml, part_ml + group * H * splits,
+                            part_o);
     DEEPINFER_CUDA_LAUNCHED();
   }
 }

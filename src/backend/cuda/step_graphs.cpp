@@ -27,8 +27,6 @@ namespace {
 constexpr int64_t kMaxMismatchesInARow = 3;
 // Graphs kept; the least recently used one goes first.
 constexpr size_t kMaxGraphs = 64;
-// Smallest block capacity of a recording (tables shorter than this are padded to it).
-constexpr int64_t kMinBlockCapacity = 4;
 // Ops per segment: long enough that a graph launch (a few us) is small next to the segment's
 // kernels, short enough that the GPU starts early.
 constexpr int64_t kOpsPerSegment = 16;
@@ -43,6 +41,14 @@ bool CudaBackend::graphable(const backend::StepShape& shape) const {
   if (options_.enforce_eager || !shape.decode || !shape.replayable || shape.tokens <= 0) return false;
   const auto& sizes = options_.cuda_graph_sizes;
   return std::find(sizes.begin(), sizes.end(), shape.tokens) != sizes.end();
+}
+
+int64_t CudaBackend::recorded_step_size(const backend::StepShape& shape) const {
+  if (options_.enforce_eager || !shape.decode || !shape.replayable || shape.tokens <= 0) return shape.tokens;
+  int64_t best = 0;
+  for (int64_t size : options_.cuda_graph_sizes)
+    if (size >= shape.tokens && (best == 0 || size < best)) best = size;
+  return best == 0 ? shape.tokens : best;
 }
 
 void CudaBackend::begin_recorded_step() {
@@ -60,12 +66,20 @@ void CudaBackend::begin_recorded_step() {
 void CudaBackend::run_step(const backend::StepShape& shape, const std::function<void()>& device_ops) {
   launch_control().stream = stream_;
   if (!graphable(shape)) {
+    plan_ = plan_step(shape, false, idle_plan_.sms, options_);
+    struct Restore {
+      CudaBackend& be;
+      ~Restore() { be.plan_ = be.idle_plan_; }
+    } restore{*this};
     run_eager(device_ops);
     return;
   }
-  const auto capacity =
-      static_cast<int64_t>(std::bit_ceil(static_cast<uint64_t>(std::max(shape.max_blocks, kMinBlockCapacity))));
-  const StepKey key{shape.tokens, shape.sequences, shape.logit_rows, capacity};
+  if (shape.padding > 0) {
+    ++graph_stats_.padded_steps;
+    graph_stats_.padding_rows += shape.padding;
+  }
+  const StepPlan plan = plan_step(shape, true, idle_plan_.sms, options_);
+  const StepKey key{shape.tokens, shape.sequences, shape.logit_rows, plan.block_capacity};
   if (!graphs_.count(key) && graphs_.size() >= kMaxGraphs) {
     auto oldest = std::min_element(graphs_.begin(), graphs_.end(), [](const auto& a, const auto& b) {
       return a.second->last_used < b.second->last_used;
@@ -77,14 +91,14 @@ void CudaBackend::run_step(const backend::StepShape& shape, const std::function<
   if (!slot) slot = std::make_unique<StepGraph>();
   StepGraph& g = *slot;
   g.last_used = ++graph_clock_;
-  step_block_capacity_ = capacity;
+  plan_ = plan;
   // Leaves the step state as it was found, whatever happens in the ops.
   struct Reset {
     CudaBackend& be;
     ~Reset() {
       LaunchControl& lc = launch_control();
       lc.record = lc.suppress = false;
-      be.step_block_capacity_ = 0;
+      be.plan_ = be.idle_plan_;
       be.step_mode_ = StepMode::None;
       be.step_graph_ = nullptr;
       be.discard_open_capture();  // an exception left one open

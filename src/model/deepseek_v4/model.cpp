@@ -48,14 +48,21 @@ void DeepseekV4::forward_sampled(const ForwardBatch& batch, kv::StatePool& pool,
 }
 
 TensorView DeepseekV4::forward_device(const ForwardBatch& batch, kv::StatePool& pool) const {
-  const int64_t T = batch.num_tokens();
   const int64_t n = config_.hc_mult, D = config_.hidden_size, V = config_.vocab_size;
   check_forward_inputs(batch, pool, layout_, *backend_, V);
-
-  Step step{{batch, pool.storage(), workspace_}};
   backend::Backend& be = *backend_;
+  // A decode step of a size with no recording runs padded up to the next one.
+  ForwardBatch padded;
+  std::vector<int32_t> scratch_table;
+  const ForwardBatch* run = nullptr;
+  const backend::StepShape shape =
+      pad_for_recording(batch, pool, be, moe_executor() == nullptr, padded, scratch_table, run);
+
+  const int64_t T = run->num_tokens();
+  Step step{{*run, pool.storage(), workspace_}};
   const auto eps = static_cast<float>(config_.rms_norm_eps);
-  const auto rows = static_cast<int64_t>(batch.logit_rows.size());
+  const auto rows = static_cast<int64_t>(run->logit_rows.size());
+  const auto real_rows = static_cast<int64_t>(batch.logit_rows.size());
   TensorView out_logits;
 
   // The device half of the step (the backend may record it once and replay it: decode steps on
@@ -65,7 +72,7 @@ TensorView DeepseekV4::forward_device(const ForwardBatch& batch, kv::StatePool& 
     workspace_.reset();
     // Residual stream: hc_mult copies of the embedding.
     TensorView X = workspace_.f32({T, n, D});
-    be.embed(weights_->embed, batch.tokens, X);
+    be.embed(weights_->embed, run->tokens, X);
     TensorView input = workspace_.f32({T, D}), out = workspace_.f32({T, D});
     TensorView post = workspace_.f32({T, n}), comb = workspace_.f32({T, n, n});
     for (size_t l = 0; l < weights_->layers.size(); ++l) {
@@ -84,7 +91,7 @@ TensorView DeepseekV4::forward_device(const ForwardBatch& batch, kv::StatePool& 
     // Only the rows that need logits go on: hc_head collapses the copies, then norm and lm_head.
     if (rows == 0) return;
     TensorView picked = workspace_.f32({rows, n, D});
-    be.gather_rows(X, batch.logit_rows, picked);
+    be.gather_rows(X, run->logit_rows, picked);
     TensorView hidden = workspace_.f32({rows, D});
     be.mhc_head({weights_->hc_head_fn.data(), weights_->hc_head_base.data(), weights_->hc_head_scale.data()}, mhc_,
                 picked, hidden);
@@ -92,8 +99,10 @@ TensorView DeepseekV4::forward_device(const ForwardBatch& batch, kv::StatePool& 
     out_logits = workspace_.f32({rows, V});
     be.linear(weights_->head, hidden, out_logits);
   };
-  be.run_step(step_shape(batch, moe_executor() == nullptr), device_ops);
-  return out_logits;  // [rows, V] in the workspace, until the next forward
+  be.run_step(shape, device_ops);
+  // [rows, V] in the workspace, until the next forward (padding rows, if any, after them).
+  return rows == real_rows ? out_logits : TensorView::contiguous(out_logits.data, out_logits.dtype, {real_rows, V},
+                                                                 out_logits.device);
 }
 
 }  // namespace deepinfer::model::deepseek_v4
