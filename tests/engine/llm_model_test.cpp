@@ -1,8 +1,8 @@
 // The public LLM on the real models: 64 prompts of mixed lengths submitted at once give, with
 // batch-invariant numerics, bit-identical logits and the same greedy ids as each prompt run alone
 // through the single-sequence path (one forward for the prompt, then one per token); in default
-// mode the greedy ids still agree on kjv. A pool too small for all of them preempts and still
-// gives the same outputs.
+// mode the greedy ids still agree on kjv (and, with the model on a GPU, equal the CPU backend's).
+// A pool too small for all of them preempts and still gives the same outputs.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -176,7 +176,15 @@ TEST(BatchedDefaultMode, GreedyIdsMatchAloneOnKjv) {
   config.batch_invariant = false;
   LLM llm(kKjv, config);
   ASSERT_FALSE(llm.batch_invariant());
-  EXPECT_EQ(compare(llm.generate(prompts, greedy_with_logits()), alone, prompts, /*bitwise=*/false, "kjv default"), 0);
+  const auto batched = llm.generate(prompts, greedy_with_logits());
+  EXPECT_EQ(compare(batched, alone, prompts, /*bitwise=*/false, "kjv default"), 0);
+  // On a GPU (DEEPINFER_DEVICE=cuda) the batched ids are also the CPU backend's, prompt by prompt.
+  if (model->backend().name() != "cpu") {
+    model::LoadOptions cpu;
+    cpu.device = "cpu";
+    const auto on_cpu = run_alone(*model::load_model(kKjv, cpu), prompts);
+    EXPECT_EQ(compare(batched, on_cpu, prompts, /*bitwise=*/false, "kjv batched on the device vs alone on the cpu"), 0);
+  }
 }
 
 // DeepSeek-V4.1 through the public API: with swa_replay_keep = 0 (exact) 16 mixed prompts batched

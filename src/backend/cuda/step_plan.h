@@ -11,8 +11,8 @@
 // What a plan varies is how that fixed arithmetic is spread over the GPU:
 //  - attention schedule: each split of a (token, head) in its own CTA, partials through global
 //    memory and a combine kernel (few pairs: a batch-1 step needs the CTAs to keep loads in
-//    flight), or every split of a pair in one CTA that also combines (enough pairs to fill the
-//    SMs: no partials in global memory, one launch less). Bit-identical by construction: both
+//    flight), or every split of a pair in one CTA that also combines (32+ pairs per SM: no
+//    partials in global memory, one launch less). Bit-identical by construction: both
 //    run the same device functions in the same order (attention_kernels.cu), and
 //    BackendOps.AttentionSchedulesGiveTheSameBits checks it;
 //  - a recorded step's block capacity: tables padded to it, and the launch sizes that follow
@@ -42,8 +42,10 @@ struct StepPlan {
   bool fused_attention(int64_t pairs, int64_t splits) const {
     if (splits > kMaxFusedAttentionSplits || attention == backend::AttentionSchedule::Split) return false;
     if (attention == backend::AttentionSchedule::Fused) return true;
-    // Two CTAs per SM keep enough loads in flight; below that the splits need CTAs of their own.
-    return pairs >= 2 * sms;
+    // Measured on the H200 (docs/perf.md, session 12), V4-Flash shapes at 4K context: the fused
+    // schedule is 4% faster per step at 62 pairs per SM (batch 128) and 2.5% slower at 16 (batch
+    // 32), where its CTAs' serial splits leave loads out of flight; so only from 32 per SM.
+    return pairs >= 32 * sms;
   }
 };
 
