@@ -42,9 +42,10 @@ struct StepPlan {
   bool fused_attention(int64_t pairs, int64_t splits) const {
     if (splits > kMaxFusedAttentionSplits || attention == backend::AttentionSchedule::Split) return false;
     if (attention == backend::AttentionSchedule::Fused) return true;
-    // Measured on the H200 (docs/perf.md, session 12), V4-Flash shapes at 4K context: the fused
-    // schedule is 4% faster per step at 62 pairs per SM (batch 128) and 2.5% slower at 16 (batch
-    // 32), where its CTAs' serial splits leave loads out of flight; so only from 32 per SM.
+    // Measured on the H200 (docs/perf.md, session 12), V4-Flash shapes at 4K context, two runs:
+    // at 16 pairs per SM (batch 32) the fused schedule was 2.5-3% slower per step than split (its
+    // CTAs' serial splits leave loads out of flight); at 62 (batch 128) 4% faster in one run and
+    // 0.7% slower in the other (runs vary by ~4%). So only from 32 per SM.
     return pairs >= 32 * sms;
   }
 };
