@@ -130,7 +130,9 @@ struct EngineConfig {
   int64_t num_redundant_experts = 0;
   // CUDA graphs for decode steps (vLLM's names): a step whose every sequence decodes one token and
   // whose batch size is in cuda_graph_sizes is recorded the second time its shape is seen and
-  // replayed after that, while its launches match the recording. cuda_graph_sizes follows vLLM's
+  // replayed after that, while its launches match the recording; a batch between two sizes runs
+  // padded up to the next (rows that change no real row), one past the largest launches kernel by
+  // kernel. cuda_graph_sizes follows vLLM's
   // --cuda-graph-sizes: empty = {512}; one value N = 1, 2, 4 and every multiple of 8 up to N; more
   // values = exactly those. enforce_eager: never record (every step launches kernel by kernel).
   bool enforce_eager = false;

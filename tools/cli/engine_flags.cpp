@@ -64,8 +64,8 @@ void add_engine_flags(CLI::App& sub, EngineFlags& flags) {
                "Never record CUDA graphs: every decode step launches its kernels one by one (--device cuda)");
   sub.add_option("--cuda-graph-sizes", flags.cuda_graph_sizes,
                  "Decode batch sizes recorded as CUDA graphs and replayed (--device cuda): one value N = 1, 2, 4 "
-                 "and every multiple of 8 up to N (default 512); several values = exactly those. Other sizes "
-                 "launch kernel by kernel")
+                 "and every multiple of 8 up to N (default 512); several values = exactly those. A batch between "
+                 "two sizes runs padded up to the next one; past the largest, kernel by kernel")
       ->check(CLI::PositiveNumber)
       ->expected(1, 1024);
 }
