@@ -29,8 +29,8 @@ StatePool StatePool::from_budget(const StateLayout& layout, size_t budget_bytes,
                                  Allocator& allocator) {
   DEEPINFER_CHECK(max_slots >= 1, "max sequences must be >= 1, got {}", max_slots);
   // The slots, and the scratch slot and block, come off the top; the rest is blocks.
-  const size_t slots_bytes = static_cast<size_t>(max_slots + 1) * layout.slot_bytes() + layout.block_bytes();
-  const size_t need = slots_bytes + static_cast<size_t>(max_slots) * layout.block_bytes();
+  const size_t slots_bytes = budget_for(layout, max_slots, 0);
+  const size_t need = budget_for(layout, max_slots, max_slots);
   DEEPINFER_CHECK(budget_bytes >= need,
                   "state memory budget {} bytes is too small: {} sequences need {} bytes of window/compressor "
                   "slots plus {} bytes for one block each (lower max sequences or raise the budget)",
@@ -51,8 +51,7 @@ backend::StateStorage StatePool::storage() const {
 }
 
 size_t StatePool::allocated_bytes() const {
-  return static_cast<size_t>(num_slots() + 1) * layout_.slot_bytes() +
-         static_cast<size_t>(num_blocks_ + 1) * layout_.block_bytes();
+  return budget_for(layout_, num_slots(), num_blocks_);
 }
 
 std::optional<int32_t> StatePool::allocate_slot() {
