@@ -1,9 +1,8 @@
 // test_backend_ops: the DeepSeek-V4.1 ops (backend.h, "DeepSeek-V4.1") of every backend against
 // references written from their documented semantics: bf16 rounding, mHC coefficients / collapse
 // (tied to mhc_pre), compressor pooling over two steps, V4.1 sparse and DSpark block attention,
-// the indexer's candidate filter, Engram's hash and gate. A backend that does not implement an op
-// yet (Backend's default throws "does not implement") is skipped for it, so a CUDA port lights up
-// here as soon as it lands.
+// the indexer's candidate filter, Engram's hash and gate. Every backend runs them (the CUDA kernels:
+// cuda/ops_v41.cpp); a backend without an op fails with Backend's "does not implement" error.
 #include <algorithm>
 #include <bit>
 #include <cmath>
@@ -20,9 +19,6 @@ namespace {
 
 using backend::SeqSlice;
 
-// Runs the op. A backend without it fails the test ("does not implement ... yet"); the CUDA run
-// excludes these tests by name until the CUDA kernels exist (tools/gpu/test.sh, issue #11).
-#define V41_OR_SKIP(call) call
 
 // Nearest bfloat16 (ties to the even mantissa), from the two neighbours of x.
 double ref_bf16(double x) {
@@ -61,7 +57,7 @@ TEST_P(BackendOps, RoundBf16TiesToEven) {
   x.push_back(1.0f + 0x1p-8f);        // a tie between 1 and 1 + 2^-7: to even (1)
   x.push_back(1.0f + 3 * 0x1p-8f);    // a tie: to even (1 + 2^-6)
   auto dx = on_device(x);
-  V41_OR_SKIP(be->round_bf16(dx.view({static_cast<int64_t>(x.size())})));
+  be->round_bf16(dx.view({static_cast<int64_t>(x.size())}));
   const auto got = dx.download();
   for (size_t i = 0; i < x.size(); ++i) ASSERT_EQ(got[i], static_cast<float>(ref_bf16(x[i]))) << "of " << x[i];
 }
@@ -80,9 +76,9 @@ TEST_P(BackendOps, MhcCoefficientsAndCollapseAreMhcPre) {
   be->mhc_pre(w, p, x.view({T, n, D}), input.view({T, D}), post.view({T, n}), comb.view({T, n, n}));
   auto pre2 = nan_output(static_cast<size_t>(T * n)), post2 = nan_output(static_cast<size_t>(T * n));
   auto comb2 = nan_output(static_cast<size_t>(T * n * n)), input2 = nan_output(static_cast<size_t>(T * D));
-  V41_OR_SKIP(be->mhc_coefficients(w, p, x.view({T, n, D}), pre2.view({T, n}), post2.view({T, n}),
-                                   comb2.view({T, n, n})));
-  V41_OR_SKIP(be->mhc_collapse(x.view({T, n, D}), pre2.view({T, n}), input2.view({T, D})));
+  be->mhc_coefficients(w, p, x.view({T, n, D}), pre2.view({T, n}), post2.view({T, n}),
+                                   comb2.view({T, n, n}));
+  be->mhc_collapse(x.view({T, n, D}), pre2.view({T, n}), input2.view({T, D}));
   EXPECT_EQ(post2.download(), post.download());
   EXPECT_EQ(comb2.download(), comb.download());
   const auto a = input.download();
@@ -121,8 +117,8 @@ TEST_P(BackendOps, CompressPoolCarriesOpenGroupsAcrossSteps) {
       for (int64_t e = start / 2; e < (start + count) / 2; ++e) entries.push_back({s, e});
     auto dkv = on_device(kv), dgate = on_device(gate);
     auto out = nan_output(entries.size() * static_cast<size_t>(kDim));
-    V41_OR_SKIP(be->compress_pool(c, dkv.view({2 * count, kDim}), dgate.view({2 * count, kDim}), entries, seqs,
-                                  P.storage, out.view({static_cast<int64_t>(entries.size()), kDim})));
+    be->compress_pool(c, dkv.view({2 * count, kDim}), dgate.view({2 * count, kDim}), entries, seqs,
+                                  P.storage, out.view({static_cast<int64_t>(entries.size()), kDim}));
     std::vector<double> want;
     for (const auto& e : entries) {
       const auto r = ref_entry(e.seq, e.entry);
@@ -176,12 +172,12 @@ TEST_P(BackendOps, SparseAndBlockAttentionV41) {
   auto dq = on_device(q), dkv = on_device(kv);
   auto dsel = on_device(sel);
   auto out = nan_output(static_cast<size_t>(T * H * kDim)), out_block = nan_output(static_cast<size_t>(T * H * kDim));
-  V41_OR_SKIP(be->sparse_attention_v41(dq.view({T, H, kDim}), dkv.view({T, kDim}), P.window(), &P.comp(),
+  be->sparse_attention_v41(dq.view({T, H, kDim}), dkv.view({T, kDim}), P.window(), &P.comp(),
                                        dsel.view({T, 3}), sink.data(), static_cast<float>(scale), std::span(&seq, 1),
-                                       P.storage, out.view({T, H, kDim})));
-  V41_OR_SKIP(be->block_attention_v41(dq.view({T, H, kDim}), dkv.view({T, kDim}), P.window(), sink.data(),
+                                       P.storage, out.view({T, H, kDim}));
+  be->block_attention_v41(dq.view({T, H, kDim}), dkv.view({T, kDim}), P.window(), sink.data(),
                                       static_cast<float>(scale), std::span(&seq, 1), P.storage,
-                                      out_block.view({T, H, kDim})));
+                                      out_block.view({T, H, kDim}));
   const float* ring = host.slot(seq.slot) + P.window().slot_offset;
   std::vector<double> want, want_block;
   for (int64_t t = 0; t < T; ++t) {
@@ -225,14 +221,14 @@ TEST_P(BackendOps, IndexerV41CandidateBlocks) {
   p.candidates = backend::CandidateRole::Source;
   p.candidate_blocks = 2;
   p.candidate_block_size = 2;
-  V41_OR_SKIP(be->indexer_select_v41(*P.layout.layers[0].indexer, dq.view({T, nh, kDim}), dw.view({T, nh}), p,
-                                     std::span(&seq, 1), P.storage, cand.view({T, 2}), sel.view({T, 3})));
+  be->indexer_select_v41(*P.layout.layers[0].indexer, dq.view({T, nh, kDim}), dw.view({T, nh}), p,
+                                     std::span(&seq, 1), P.storage, cand.view({T, 2}), sel.view({T, 3}));
   // Block scores (max): 3, 1, 2.5, 0.75; block 3 (newest) pinned, then block 0.
   EXPECT_EQ(cand.download(), (std::vector<int32_t>{3, 0}));
   EXPECT_EQ(sel.download(), (std::vector<int32_t>{1, 4, 5}));  // the source itself is not filtered
   p.candidates = backend::CandidateRole::Filter;
-  V41_OR_SKIP(be->indexer_select_v41(*P.layout.layers[0].indexer, dq.view({T, nh, kDim}), dw.view({T, nh}), p,
-                                     std::span(&seq, 1), P.storage, cand.view({T, 2}), sel.view({T, 3})));
+  be->indexer_select_v41(*P.layout.layers[0].indexer, dq.view({T, nh, kDim}), dw.view({T, nh}), p,
+                                     std::span(&seq, 1), P.storage, cand.view({T, 2}), sel.view({T, 3}));
   EXPECT_EQ(sel.download(), (std::vector<int32_t>{0, 1, 7}));  // only entries 0, 1, 6, 7 may win
 }
 
@@ -252,8 +248,8 @@ TEST_P(BackendOps, EngramHashOverTwoSteps) {
     const int64_t count = start == 0 ? 4 : 2;
     const SeqSlice seq{0, count, start, slot, blocks};
     auto out = DeviceI32::filled(*be, static_cast<size_t>(layers * count * cols), -7);
-    V41_OR_SKIP(be->engram_hash(p, layout.layers[0].window, std::span(ids).subspan(static_cast<size_t>(start), static_cast<size_t>(count)),
-                                {}, std::span(&seq, 1), pool.storage(), out.view({layers, count, cols})));
+    be->engram_hash(p, layout.layers[0].window, std::span(ids).subspan(static_cast<size_t>(start), static_cast<size_t>(count)),
+                                {}, std::span(&seq, 1), pool.storage(), out.view({layers, count, cols}));
     const auto o = out.download();
     for (int64_t i = 0; i < count; ++i)
       for (int64_t l = 0; l < layers; ++l)
@@ -301,7 +297,7 @@ TEST_P(BackendOps, EngramHashBelowAReplayFloorTakesTheGivenHistory) {
   ASSERT_TRUE(pool.allocate_blocks(1, blocks_b));
   const int32_t a = *pool.allocate_slot(), b = *pool.allocate_slot();
   std::vector<int32_t> full;
-  V41_OR_SKIP(full = hash(a, 0, 0, {}, blocks_a));  // positions 0-5 from the start
+  full = hash(a, 0, 0, {}, blocks_a);  // positions 0-5 from the start
   // Slot b's ring: another sequence's ids (this one's from the start, shifted), then a replay
   // from position 3 with the floor there.
   const std::vector<int32_t> other = {8, 8};
@@ -330,7 +326,7 @@ TEST_P(BackendOps, EngramGate) {
   const auto x = randoms(static_cast<size_t>(T * n * D)), kv = randoms(static_cast<size_t>(T * (n + 1) * D));
   auto& w = keep(randoms(static_cast<size_t>(n * D)));
   auto dx = on_device(x), dkv = on_device(kv);
-  V41_OR_SKIP(be->engram_gate(dx.view({T, n, D}), dkv.view({T, (n + 1) * D}), w.data(), 1e-6f));
+  be->engram_gate(dx.view({T, n, D}), dkv.view({T, (n + 1) * D}), w.data(), 1e-6f);
   std::vector<double> want;
   for (int64_t t = 0; t < T; ++t)
     for (int64_t i = 0; i < n; ++i) {
@@ -375,8 +371,8 @@ TEST_P(BackendOps, MoeExpertsV41Bf16Semantics) {
   auto dx = on_device(x), dw = on_device(weights);
   auto dc = on_device(chosen);
   auto out = nan_output(static_cast<size_t>(T * D));
-  V41_OR_SKIP(be->moe_experts_v41({views, shared, static_cast<float>(limit)}, {}, dx.view({T, D}), dc.view({T, K}),
-                                  dw.view({T, K}), out.view({T, D})));
+  be->moe_experts_v41({views, shared, static_cast<float>(limit)}, {}, dx.view({T, D}), dc.view({T, K}),
+                                  dw.view({T, K}), out.view({T, D}));
   auto expert = [&](const Ex& e, const float* xt, double weight) {
     std::vector<double> h(static_cast<size_t>(I)), y(static_cast<size_t>(D), 0.0);
     for (int64_t i = 0; i < I; ++i) {

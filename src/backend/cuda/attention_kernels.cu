@@ -7,32 +7,13 @@
 
 #include "backend/cuda/attention_kernels.h"
 #include "backend/cuda/device_math.cuh"
+#include "backend/cuda/state_math.cuh"
 #include "backend/cuda/torch_topk.cuh"
 #include "backend/cuda/launch.cuh"
 
 namespace deepinfer::cuda {
 
 namespace {
-
-constexpr unsigned kFull = 0xffffffffu;
-
-__device__ __forceinline__ float neg_inf() { return __int_as_float(0xff800000); }
-
-// The sequence holding step token t (the slices tile the tokens in order).
-__device__ __forceinline__ int32_t seq_of_token(const DeviceSeq* seqs, int32_t nseq, int64_t t) {
-  int32_t lo = 0, hi = nseq - 1;
-  while (lo < hi) {
-    const int32_t mid = (lo + hi + 1) / 2;
-    if (seqs[mid].begin <= t) lo = mid;
-    else hi = mid - 1;
-  }
-  return lo;
-}
-
-__device__ __forceinline__ float warp_sum(float v) {
-  for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(kFull, v, off);
-  return v;
-}
 
 // ------------------------------------------------------------------ compress
 

@@ -126,6 +126,34 @@ class CudaBackend final : public backend::Backend {
   void quantize_dequantize(TensorView x, backend::ActQuant format) override;
   void sample(TensorView logits, std::span<const backend::SampleRow> rows, std::span<int32_t> tokens) override;
 
+  // DeepSeek-V4.1 (ops_v41.cpp).
+  void round_bf16(TensorView x) override;
+  void mhc_coefficients(const backend::MhcWeights& w, const backend::MhcParams& p, TensorView residual, TensorView pre,
+                        TensorView post, TensorView comb) override;
+  void mhc_collapse(TensorView residual, TensorView pre, TensorView out) override;
+  void compress_pool(const backend::CompressorLayout& c, TensorView kv, TensorView gate,
+                     std::span<const backend::EntryRef> entries, std::span<const backend::SeqSlice> seqs,
+                     const backend::StateStorage& state, TensorView out) override;
+  void store_entries(const backend::CompressorLayout& c, TensorView rows, std::span<const backend::EntryRef> entries,
+                     std::span<const backend::SeqSlice> seqs, const backend::StateStorage& state) override;
+  void indexer_select_v41(const backend::CompressorLayout& keys, TensorView q, TensorView head_weights,
+                          const backend::IndexerV41Params& p, std::span<const backend::SeqSlice> seqs,
+                          const backend::StateStorage& state, TensorView candidates, TensorView selected) override;
+  void sparse_attention_v41(TensorView q, TensorView kv, const backend::WindowLayout& wl,
+                            const backend::CompressorLayout* entries, TensorView selected, const float* sink,
+                            float scale, std::span<const backend::SeqSlice> seqs, const backend::StateStorage& state,
+                            TensorView out) override;
+  void block_attention_v41(TensorView q, TensorView kv, const backend::WindowLayout& wl, const float* sink, float scale,
+                           std::span<const backend::SeqSlice> seqs, const backend::StateStorage& state,
+                           TensorView out) override;
+  void moe_experts_v41(const backend::MoeWeights& w, const backend::MoeV41Quant& quant, TensorView x,
+                       TensorView experts, TensorView weights, TensorView out) override;
+  void engram_gate(TensorView residual, TensorView kv, const float* weight, float eps) override;
+  void engram_hash(const backend::EngramHashParams& p, const backend::WindowLayout& history,
+                   std::span<const int32_t> compressed_ids, std::span<const int32_t> floor_history,
+                   std::span<const backend::SeqSlice> seqs, const backend::StateStorage& state,
+                   TensorView hash_ids) override;
+
   // --- helpers for the op files ---
   // Every op runs on the backend's own stream (blocking: ordered with legacy-stream copies).
   cudaStream_t stream() const { return stream_; }

@@ -148,8 +148,9 @@ struct MhcFinishArgs {
   int64_t chunks, width, mixes, n, D, iters;
   float norm_eps, hc_eps;
   const float *base, *scale, *residual;
-  float *input, *post, *comb;  // post / comb null for the head
+  float *input, *post, *comb;  // post / comb null for the head; input null: coefficients only
   int64_t slice;               // premix columns per block
+  float* pre_out = nullptr;    // [T, n] or null (DeepSeek-V4.1's mhc_coefficients)
 };
 
 // One warp's Sinkhorn when the n x n matrix fits its lanes (lane j * n + k holds c[j][k]); each sum
@@ -219,6 +220,7 @@ __global__ void __launch_bounds__(kThreads) mhc_finish_kernel(MhcFinishArgs a) {
   for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
     pre[i] = sigmoid_f(mix[i] * a.scale[0] + a.base[i]) + a.hc_eps;
     if (!head && writer) a.post[t * n + i] = 2.0f * sigmoid_f(mix[n + i] * a.scale[1] + a.base[n + i]);
+    if (a.pre_out && writer) a.pre_out[t * n + i] = pre[i];
   }
   if (!head && writer) {
     for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {  // row j: softmax over k, then + eps
@@ -246,6 +248,7 @@ __global__ void __launch_bounds__(kThreads) mhc_finish_kernel(MhcFinishArgs a) {
     for (int64_t i = threadIdx.x; i < n * n; i += blockDim.x) a.comb[t * n * n + i] = c[i];
   }
   __syncthreads();
+  if (!a.input) return;
   const int64_t d0 = blockIdx.y * a.slice, d1 = d0 + a.slice < a.D ? d0 + a.slice : a.D;
   const float* x = a.residual + t * n * a.D;
   for (int64_t d = d0 + threadIdx.x; d < d1; d += blockDim.x) {
@@ -317,7 +320,7 @@ namespace {
 void launch_finish(MhcFinishArgs a, int64_t tokens) {
   // Few tokens: spread each token's columns over 16 blocks (the coefficients are derived the same
   // way in each, so the split changes no bit); many tokens: one block each.
-  const int64_t slices = tokens < 64 ? 16 : 1;
+  const int64_t slices = tokens < 64 && a.input ? 16 : 1;
   a.slice = (a.D + slices - 1) / slices;
   const size_t smem = static_cast<size_t>(a.mixes + a.n * a.n + a.n) * sizeof(float);
   launch(mhc_finish_kernel, dim3(static_cast<unsigned>(tokens), static_cast<unsigned>(slices)), kThreads, smem, a);
@@ -330,6 +333,16 @@ void launch_mhc_pre_finish(const double* sumsq, const float* dots, int64_t token
   if (tokens == 0) return;
   launch_finish({sumsq, dots, mhc_mix_chunks(n * D), n * D, (2 + n) * n, n, D, sinkhorn_iters, norm_eps, hc_eps, base,
                  scale, residual, input, post, comb, 0},
+                tokens);
+}
+
+void launch_mhc_coefficients_finish(const double* sumsq, const float* dots, int64_t tokens, int64_t n, int64_t D,
+                                    float norm_eps, const float* base, const float* scale, float hc_eps,
+                                    int64_t sinkhorn_iters, const float* residual, float* pre, float* post,
+                                    float* comb) {
+  if (tokens == 0) return;
+  launch_finish({sumsq, dots, mhc_mix_chunks(n * D), n * D, (2 + n) * n, n, D, sinkhorn_iters, norm_eps, hc_eps, base,
+                 scale, residual, nullptr, post, comb, 0, pre},
                 tokens);
 }
 

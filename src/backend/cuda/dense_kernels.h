@@ -23,6 +23,12 @@ void launch_mhc_mix_partials(const float* residual, int64_t tokens, int64_t widt
 void launch_mhc_pre_finish(const double* sumsq, const float* dots, int64_t tokens, int64_t n, int64_t D, float norm_eps,
                            const float* base, const float* scale, float hc_eps, int64_t sinkhorn_iters,
                            const float* residual, float* input, float* post, float* comb);
+// The same coefficients without the pre-mix (DeepSeek-V4.1 applies them at the next site): pre [T, n]
+// (sigmoid + eps), post, comb, with mhc_pre's bits.
+void launch_mhc_coefficients_finish(const double* sumsq, const float* dots, int64_t tokens, int64_t n, int64_t D,
+                                    float norm_eps, const float* base, const float* scale, float hc_eps,
+                                    int64_t sinkhorn_iters, const float* residual, float* pre, float* post,
+                                    float* comb);
 // mhc_head from the partials (n mixes): pre = sigmoid(mix * scale0 + base) + eps, hidden = the pre-mix.
 void launch_mhc_head_finish(const double* sumsq, const float* dots, int64_t tokens, int64_t n, int64_t D,
                             float norm_eps, const float* base, const float* scale, float hc_eps, const float* residual,

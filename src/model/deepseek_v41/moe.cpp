@@ -1,6 +1,8 @@
 // DeepSeek-V4.1 MoE (model.py Gate / Expert / MoE) and Engram (model.py Engram): sqrtsoftplus
 // routing in fp32 with the correction bias for the choice only, SwiGLU experts in bf16 with the
 // routing weight applied before w2; Engram's n-gram rows gated into every residual copy.
+#include <vector>
+
 #include "core/error.h"
 #include "model/deepseek_v41/model.h"
 #include "model/deepseek_v41/step.h"
@@ -42,7 +44,15 @@ void DeepseekV41::engram(const Engram& e, Step& step, TensorView X) const {
   backend::Backend& be = *backend_;
   const int64_t T = step.tokens(), cols = config_.engram.hash_columns(), ehd = config_.engram.head_dim;
   const int64_t n = config_.hc_mult, D = config_.hidden_size;
-  const std::span<const int32_t> ids(step.hash_ids.i32() + e.index * T * cols, static_cast<size_t>(T * cols));
+  // The hash ids of this layer, on the host for embed (copied back from a device backend).
+  const int32_t* layer_ids = step.hash_ids.i32() + e.index * T * cols;
+  std::vector<int32_t> host_ids;
+  if (step.hash_ids.device != Device::CPU) {
+    host_ids.resize(static_cast<size_t>(T * cols));
+    be.copy_to_host(host_ids.data(), layer_ids, host_ids.size() * sizeof(int32_t));
+    layer_ids = host_ids.data();
+  }
+  const std::span<const int32_t> ids(layer_ids, static_cast<size_t>(T * cols));
   // The table rows of every hash column (FP8 rows times their scales), concatenated per token.
   TensorView rows = step.ws.f32({T * cols, 1, ehd});
   be.embed(e.table, ids, rows);
