@@ -106,6 +106,8 @@ enum class ActQuant {
 // --- DeepSeek-V4.1 op parameters ---
 
 // One compressed entry a step completes: entry `entry` of the step's sequence `seq` (index into seqs).
+// seq = -1 is padding (a recorded step keeps its entry count fixed): the ops compute nothing for it
+// (compress_pool writes a zero row, store_entries skips it).
 struct EntryRef {
   int32_t seq = 0;
   int64_t entry = 0;
@@ -219,6 +221,13 @@ class Backend {
   // pool's scratch slot and block); shape.tokens where nothing would be recorded for it (the
   // default, the CPU, eager mode, prefill, sizes past the largest recorded one).
   virtual int64_t recorded_step_size(const StepShape& shape) const { return shape.tokens; }
+  // Whether run_step may record and replay a step of `shape`: the model then keeps the step's
+  // launches independent of what varies between such steps (e.g. it pads the compressed entries a
+  // step completes to their most, with EntryRef padding).
+  virtual bool records_step(const StepShape& shape) const {
+    (void)shape;
+    return false;
+  }
   // For tests: the next replayed step treats the launches of its op number `op` (from 1) as
   // different from the recording, so the replay falls back from there (a no-op where nothing is
   // recorded).
@@ -239,6 +248,10 @@ class Backend {
   virtual void gather_rows(TensorView src, std::span<const int64_t> rows, TensorView dst) = 0;
   // out [T, copies, D]: every copy of row t = table[ids[t]] widened to float32.
   virtual void embed(const WeightMatrix& table, std::span<const int32_t> ids, TensorView out) = 0;
+  // embed with the ids in this backend's memory (ids [N] I32, e.g. computed by an earlier op):
+  // out [N, copies, D]. An id outside the table is an error on the CPU and a NaN row on a device,
+  // which cannot stop the step (the NaN then fails sampling).
+  virtual void embed_ids(const WeightMatrix& table, TensorView ids, TensorView out) = 0;
   // out = x * rsqrt(mean(x^2) + eps) * weight over the last dimension; weight may be null
   // (unweighted); out may alias x.
   virtual void rms_norm(TensorView x, const float* weight, float eps, TensorView out) = 0;

@@ -249,7 +249,34 @@ TEST_P(BackendOps, EmbedCopiesWidenedRows) {
         for (int64_t i = 0; i < copies; ++i)
           for (int64_t d = 0; d < D; ++d) want[static_cast<size_t>((t * copies + i) * D + d)] = table.at(ids[t], d);
       EXPECT_CLOSE(out.download(), want, std::string("embed ") + std::string(dtype_name(dtype)) + " copies " + std::to_string(copies));
+      // embed_ids: the same ids in the backend's memory, the same rows bit for bit.
+      auto dids = on_device(ids);
+      auto out_ids = nan_output(static_cast<size_t>(T * copies * D));
+      be->embed_ids(table.w, dids.view({T}), out_ids.view({T, copies, D}));
+      EXPECT_EQ(out_ids.download(), out.download()) << "embed_ids " << dtype_name(dtype);
     }
+  }
+}
+
+// An id outside the table cannot be checked on the host when it lives in device memory: the CPU
+// refuses it, a device writes a NaN row (which then fails sampling) and the other rows as usual.
+TEST_P(BackendOps, EmbedIdsOutsideTheTableAreRefusedOrNaN) {
+  const int64_t V = 11, D = 8;
+  const StoredWeight& table = keep(make_weight(rng, DType::BF16, V, D));
+  const std::vector<int32_t> ids = {3, 11, -1, 10};
+  auto dids = on_device(ids);
+  auto out = nan_output(static_cast<size_t>(4 * D));
+  if (be->device() == Device::CPU) {
+    EXPECT_THROW(be->embed_ids(table.w, dids.view({4}), out.view({4, 1, D})), Error);
+    return;
+  }
+  be->embed_ids(table.w, dids.view({4}), out.view({4, 1, D}));
+  const auto got = out.download();
+  for (int64_t d = 0; d < D; ++d) {
+    EXPECT_EQ(got[static_cast<size_t>(d)], static_cast<float>(table.at(3, d)));
+    EXPECT_TRUE(std::isnan(got[static_cast<size_t>(D + d)]));
+    EXPECT_TRUE(std::isnan(got[static_cast<size_t>(2 * D + d)]));
+    EXPECT_EQ(got[static_cast<size_t>(3 * D + d)], static_cast<float>(table.at(10, d)));
   }
 }
 

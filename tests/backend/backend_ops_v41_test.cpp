@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <cstring>
 #include <functional>
 #include <numeric>
 
@@ -126,6 +127,44 @@ TEST_P(BackendOps, CompressPoolCarriesOpenGroupsAcrossSteps) {
     }
     const Diff d = relative_diff(out.download(), want);
     EXPECT_LE(d.relative, 1e-6) << "step " << step << ": " << d.detail;
+  }
+}
+
+// Padding entries (EntryRef seq -1, as a recorded step pads its entries): compress_pool gives a
+// zero row for them and the real row as without padding; store_entries writes nothing for them.
+TEST_P(BackendOps, CompressPoolAndStoreEntriesSkipPaddingEntries) {
+  Pool P(*be);
+  const auto& c = P.comp();
+  const int64_t T = 2;  // one sequence, positions 0-1: entry 0 completes
+  const auto kv = randoms(static_cast<size_t>(T * kDim)), gate = randoms(static_cast<size_t>(T * kDim));
+  const std::vector<SeqSlice> seqs = {{0, T, 0, P.slots[0], P.blocks0}};
+  const std::vector<backend::EntryRef> plain = {{0, 0}}, padded = {{-1, 0}, {0, 0}, {-1, 0}};
+  auto dkv = on_device(kv), dgate = on_device(gate);
+  auto out1 = nan_output(static_cast<size_t>(kDim)), out3 = nan_output(static_cast<size_t>(3 * kDim));
+  be->compress_pool(c, dkv.view({T, kDim}), dgate.view({T, kDim}), plain, seqs, P.storage, out1.view({1, kDim}));
+  be->compress_pool(c, dkv.view({T, kDim}), dgate.view({T, kDim}), padded, seqs, P.storage, out3.view({3, kDim}));
+  const auto a = out1.download(), b = out3.download();
+  for (int64_t ch = 0; ch < kDim; ++ch) {
+    EXPECT_EQ(b[static_cast<size_t>(ch)], 0.0f);
+    EXPECT_EQ(b[static_cast<size_t>(kDim + ch)], a[static_cast<size_t>(ch)]);
+    EXPECT_EQ(b[static_cast<size_t>(2 * kDim + ch)], 0.0f);
+  }
+  // Store the three rows: entry 0 gets the real one, nothing else in the blocks changes.
+  std::vector<float> before(static_cast<size_t>(P.layout.block_elems * 8));
+  be->copy_to_host(before.data(), P.storage.blocks, before.size() * sizeof(float));
+  be->store_entries(c, out3.view({3, kDim}), padded, seqs, P.storage);
+  std::vector<float> after(before.size());
+  be->copy_to_host(after.data(), P.storage.blocks, after.size() * sizeof(float));
+  backend::StateStorage host = P.storage;
+  host.blocks = before.data();
+  const float* entry0 = host.entry(seqs[0], c, 0);
+  const auto at = static_cast<size_t>(entry0 - before.data());
+  for (size_t i = 0; i < after.size(); ++i) {
+    if (i >= at && i < at + static_cast<size_t>(kDim)) {
+      EXPECT_EQ(after[i], a[i - at]);
+    } else {
+      ASSERT_EQ(std::memcmp(&after[i], &before[i], sizeof(float)), 0) << "block element " << i << " changed";
+    }
   }
 }
 

@@ -245,7 +245,8 @@ TEST(PaddedDecodeBatch, PaddingRowsChangeNoRealRow) {
 
 INSTANTIATE_TEST_SUITE_P(Models, StepGraphs,
                          ::testing::Values(kModels + "/kjv-tiny-v4", kData + "/fixtures/v4_tiny_a",
-                                           kData + "/fixtures/v4_tiny_b"),
+                                           kData + "/fixtures/v4_tiny_b", kData + "/fixtures/v41_tiny_bf16",
+                                           kData + "/fixtures/v41_tiny_fp8"),
                          [](const auto& info) { return std::to_string(info.index); });
 
 }  // namespace

@@ -40,6 +40,7 @@ class CpuBackend final : public backend::Backend {
   void grouped_linear(const WeightMatrix& w, int64_t groups, TensorView x, TensorView y) override;
   void gather_rows(TensorView src, std::span<const int64_t> rows, TensorView dst) override;
   void embed(const WeightMatrix& table, std::span<const int32_t> ids, TensorView out) override;
+  void embed_ids(const WeightMatrix& table, TensorView ids, TensorView out) override;
   void rms_norm(TensorView x, const float* weight, float eps, TensorView out) override;
   void rope(TensorView x, std::span<const int64_t> positions, const backend::RopeFreqs& freqs, bool inverse) override;
 

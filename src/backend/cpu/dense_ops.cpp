@@ -93,6 +93,12 @@ void CpuBackend::embed(const WeightMatrix& table, std::span<const int32_t> ids, 
   }
 }
 
+void CpuBackend::embed_ids(const WeightMatrix& table, TensorView ids, TensorView out) {
+  DEEPINFER_CHECK(ids.dtype == DType::I32 && ids.device == Device::CPU && ids.is_contiguous(),
+                  "embed_ids: ids must be a contiguous I32 CPU tensor");
+  embed(table, std::span<const int32_t>(ids.i32(), static_cast<size_t>(ids.numel())), out);
+}
+
 void CpuBackend::rms_norm(TensorView x, const float* weight, float eps, TensorView out) {
   check_f32_contiguous(x, "rms_norm input");
   check_f32_contiguous(out, "rms_norm output");

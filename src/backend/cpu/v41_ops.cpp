@@ -31,7 +31,7 @@ void round_span(float* x, int64_t n) {
 void check_entries(std::span<const EntryRef> entries, std::span<const SeqSlice> seqs, const StateStorage& state) {
   DEEPINFER_CHECK(state.dtype == DType::F32 && state.slots, "CPU state ops need F32 pools");
   for (const EntryRef& e : entries)
-    DEEPINFER_CHECK(e.seq >= 0 && static_cast<size_t>(e.seq) < seqs.size() && e.entry >= 0,
+    DEEPINFER_CHECK(e.seq == -1 || (e.seq >= 0 && static_cast<size_t>(e.seq) < seqs.size() && e.entry >= 0),
                     "entry {} of sequence {} outside the step's {} sequences", e.entry, e.seq, seqs.size());
 }
 
@@ -109,11 +109,15 @@ void CpuBackend::compress_pool(const backend::CompressorLayout& c, TensorView kv
     thread_local std::vector<float> g;
     g.resize(static_cast<size_t>(rate));
     for (size_t i = b; i < e; ++i) {
+      float* o = out.f32() + static_cast<int64_t>(i) * hd;
+      if (entries[i].seq < 0) {  // padding
+        std::fill(o, o + hd, 0.0f);
+        continue;
+      }
       const SeqSlice& seq = seqs[static_cast<size_t>(entries[i].seq)];
       const int64_t first = entries[i].entry * rate;
       DEEPINFER_CHECK(first + rate <= seq.start + seq.count, "compress_pool: entry {} is not complete after the step",
                       entries[i].entry);
-      float* o = out.f32() + static_cast<int64_t>(i) * hd;
       for (int64_t ch = 0; ch < hd; ++ch) {
         // softmax over the group's tokens per channel, then the weighted sum in token order
         for (int64_t s = 0; s < rate; ++s) g[static_cast<size_t>(s)] = row(seq, gates, rate * hd, first + s)[ch];
@@ -143,6 +147,7 @@ void CpuBackend::store_entries(const backend::CompressorLayout& c, TensorView ro
                   c.head_dim, static_cast<int64_t>(entries.size()) * c.head_dim);
   check_entries(entries, seqs, state);
   for (size_t i = 0; i < entries.size(); ++i) {
+    if (entries[i].seq < 0) continue;  // padding
     const SeqSlice& seq = seqs[static_cast<size_t>(entries[i].seq)];
     DEEPINFER_CHECK((entries[i].entry + 1) * c.rate <= static_cast<int64_t>(seq.blocks.size()) * state.block_tokens,
                     "store_entries: entry {} beyond the block table", entries[i].entry);

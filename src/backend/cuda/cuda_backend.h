@@ -86,6 +86,7 @@ class CudaBackend final : public backend::Backend {
   // is seen) and replayed while every launch of the step matches the recording (step_graphs.cpp).
   void run_step(const backend::StepShape& shape, const std::function<void()>& device_ops) override;
   int64_t recorded_step_size(const backend::StepShape& shape) const override;
+  bool records_step(const backend::StepShape& shape) const override { return graphable(shape); }
   backend::StepGraphStats step_graph_stats() const override { return graph_stats_; }
   void perturb_next_replay(int64_t op) override { perturb_op_ = op; }
 
@@ -93,6 +94,7 @@ class CudaBackend final : public backend::Backend {
   void grouped_linear(const WeightMatrix& w, int64_t groups, TensorView x, TensorView y) override;
   void gather_rows(TensorView src, std::span<const int64_t> rows, TensorView dst) override;
   void embed(const WeightMatrix& table, std::span<const int32_t> ids, TensorView out) override;
+  void embed_ids(const WeightMatrix& table, TensorView ids, TensorView out) override;
   void rms_norm(TensorView x, const float* weight, float eps, TensorView out) override;
   void rope(TensorView x, std::span<const int64_t> positions, const backend::RopeFreqs& freqs, bool inverse) override;
 

@@ -20,7 +20,9 @@ __global__ void embed_kernel(DevMatrix table, const int32_t* ids, int64_t tokens
   const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   if (i >= tokens * copies * D) return;
   const int64_t t = i / (copies * D), d = i % D;
-  out[i] = weight_at(table, ids[t], d);
+  const int32_t id = ids[t];
+  // Ids staged from the host are checked there; ids computed on the device (embed_ids) may not be.
+  out[i] = id >= 0 && id < table.rows ? weight_at(table, id, d) : nan_f32();
 }
 
 // One block per row: the sum of squares in double (as the CPU op), then the scaled row. Rows of a

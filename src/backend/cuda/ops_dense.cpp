@@ -33,6 +33,18 @@ void CudaBackend::embed(const WeightMatrix& table, std::span<const int32_t> ids,
   DEEPINFER_CUDA_LAUNCHED();
 }
 
+void CudaBackend::embed_ids(const WeightMatrix& table, TensorView ids, TensorView out) {
+  begin_op();
+  check_device(ids, DType::I32, "embed_ids ids");
+  check_device(out, DType::F32, "embed_ids output");
+  const int64_t T = ids.numel(), D = table.cols, copies = out.numel() / std::max<int64_t>(1, T * D);
+  DEEPINFER_CHECK(out.numel() == T * copies * D && out.last_dim() == D,
+                  "embed_ids: output does not hold {} x {} rows of {}", T, copies, D);
+  if (T == 0) return;
+  launch_embed(weight(table).dev(), ids.i32(), T, copies, out.f32());  // ids outside the table: NaN rows
+  DEEPINFER_CUDA_LAUNCHED();
+}
+
 void CudaBackend::rms_norm(TensorView x, const float* weight_host, float eps, TensorView out) {
   begin_op();
   check_device(x, DType::F32, "rms_norm input");

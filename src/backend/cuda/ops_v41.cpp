@@ -31,7 +31,7 @@ std::vector<int64_t> entry_pairs(std::span<const backend::EntryRef> entries, std
   std::vector<int64_t> pairs;
   pairs.reserve(2 * entries.size());
   for (const backend::EntryRef& e : entries) {
-    DEEPINFER_CHECK(e.seq >= 0 && static_cast<size_t>(e.seq) < seqs.size() && e.entry >= 0,
+    DEEPINFER_CHECK(e.seq == -1 || (e.seq >= 0 && static_cast<size_t>(e.seq) < seqs.size() && e.entry >= 0),
                     "cuda {}: entry {} of sequence {} outside the step's {} sequences", op, e.entry, e.seq, seqs.size());
     pairs.push_back(e.seq);
     pairs.push_back(e.entry);
@@ -99,6 +99,7 @@ void CudaBackend::compress_pool(const backend::CompressorLayout& c, TensorView k
   check_pools(state, "compress_pool");
   const std::vector<int64_t> pairs = entry_pairs(entries, seqs, "compress_pool");
   for (const backend::EntryRef& e : entries) {
+    if (e.seq < 0) continue;  // padding
     const backend::SeqSlice& s = seqs[static_cast<size_t>(e.seq)];
     DEEPINFER_CHECK((e.entry + 1) * rate <= s.start + s.count, "compress_pool: entry {} is not complete after the step",
                     e.entry);
@@ -126,7 +127,7 @@ void CudaBackend::store_entries(const backend::CompressorLayout& c, TensorView r
   check_pools(state, "store_entries");
   const std::vector<int64_t> pairs = entry_pairs(entries, seqs, "store_entries");
   for (const backend::EntryRef& e : entries)
-    DEEPINFER_CHECK((e.entry + 1) * c.rate <=
+    DEEPINFER_CHECK(e.seq < 0 || (e.entry + 1) * c.rate <=
                         static_cast<int64_t>(seqs[static_cast<size_t>(e.seq)].blocks.size()) * state.block_tokens,
                     "store_entries: entry {} beyond the block table", e.entry);
   if (entries.empty()) return;

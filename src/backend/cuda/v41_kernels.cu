@@ -46,6 +46,10 @@ __global__ void compress_pool_kernel(DevCompressor c, DevState st, const DeviceS
   const int64_t i = global_index(), hd = c.head_dim, rate = c.rate;
   if (i >= count * hd) return;
   const int64_t e = i / hd, ch = i % hd;
+  if (entries[2 * e] < 0) {  // padding
+    out[i] = 0.0f;
+    return;
+  }
   const DeviceSeq seq = seqs[entries[2 * e]];
   const int64_t first = entries[2 * e + 1] * rate;
   const float* slot = slot_of(st, seq, c.slot_offset);
@@ -85,6 +89,7 @@ __global__ void store_entries_kernel(DevCompressor c, DevState st, const DeviceS
   const int64_t i = global_index(), hd = c.head_dim;
   if (i >= count * hd) return;
   const int64_t e = i / hd;
+  if (entries[2 * e] < 0) return;  // padding
   dev_entry(st, seqs[entries[2 * e]], blocks, c, entries[2 * e + 1])[i % hd] = rows[i];
 }
 

@@ -15,13 +15,14 @@ void launch_round_bf16(float* x, int64_t n);
 void launch_mhc_collapse(const float* residual, const float* pre, int64_t tokens, int64_t n, int64_t D, float* out);
 
 // --- compressor pooling (rate > 1, no overlap, width == head_dim) ---
-// entries [2 * count]: (sequence index, entry number) pairs. out [count, head_dim].
+// entries [2 * count]: (sequence index, entry number) pairs (sequence -1: padding, a zero row).
+// out [count, head_dim].
 void launch_compress_pool(DevCompressor c, DevState st, const DeviceSeq* seqs, const int64_t* entries, int64_t count,
                           const float* kv, const float* gate, float* out);
 // Then each sequence's open group into its slot (after the pooling read the old one).
 void launch_compress_pool_slots(DevCompressor c, DevState st, const DeviceSeq* seqs, int32_t nseq, const float* kv,
                                 const float* gate);
-// rows [count, head_dim] into the given entries' blocks.
+// rows [count, head_dim] into the given entries' blocks (padding entries skipped).
 void launch_store_entries(DevCompressor c, DevState st, const DeviceSeq* seqs, const int32_t* blocks,
                           const int64_t* entries, int64_t count, const float* rows);
 

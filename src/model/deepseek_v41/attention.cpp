@@ -92,6 +92,17 @@ void DeepseekV41::compress(const Block& b, int64_t layer, Step& step, TensorView
       positions.push_back(e * rate);  // an entry takes its group's first position
     }
   }
+  if (step.recorded) {
+    // A recorded step launches the same work every time: padded to the most entries its sequences
+    // can complete ((count - 1) / rate + 1 each), padding entries computing nothing.
+    int64_t most = 0;
+    for (const backend::SeqSlice& s : seqs) most += (s.count - 1) / rate + 1;
+    while (static_cast<int64_t>(done.size()) < most) {
+      done.push_back({-1, 0});
+      rows.push_back(0);
+      positions.push_back(0);
+    }
+  }
   const auto N = static_cast<int64_t>(done.size());
   TensorView latent = step.ws.f32({N, 1, hd});
   if (rate > 1) {

@@ -43,6 +43,17 @@ DeepseekV41::DeepseekV41(io::DeepseekV41Config config, std::unique_ptr<Weights> 
   };
   for (const Block& b : weights_->layers) views(b.ffn);
   for (const DSparkStage& s : weights_->mtp) views(s.block.ffn);
+  // One-row tables the step embeds instead of uploading: copy 0 alone, and the mean of the copies.
+  const int64_t n = config_.hc_mult;
+  first_copy_data_.assign(static_cast<size_t>(n), 0.0f);
+  first_copy_data_[0] = 1.0f;
+  mean_copies_data_.assign(static_cast<size_t>(n), 1.0f / static_cast<float>(n));
+  for (auto [m, data] : {std::pair{&first_copy_, &first_copy_data_}, std::pair{&mean_copies_, &mean_copies_data_}}) {
+    m->dtype = DType::F32;
+    m->rows = 1;
+    m->cols = n;
+    m->data = reinterpret_cast<const std::byte*>(data->data());
+  }
   // Engram only ever uses q_weight * k_weight, in fp32.
   engram_weight_.resize(config_.engram.layer_ids.size());
   for (const Block& b : weights_->layers) {
@@ -123,112 +134,145 @@ void DeepseekV41::run(const ForwardBatch& batch, kv::StatePool& pool, std::vecto
   std::lock_guard lock(forward_mutex_);
   DEEPINFER_CHECK(moe_executor() == nullptr, "expert parallelism runs DeepSeek-V4 only so far, not {}",
                   config_.model_type);
-  const int64_t T = batch.num_tokens();
   const int64_t n = config_.hc_mult, D = config_.hidden_size, V = config_.vocab_size;
   check_forward_inputs(batch, pool, layout_, *backend_, V);
-
-  workspace_.reset();
-  Step step{batch, pool.storage(), workspace_, {}, {}, {}};
   backend::Backend& be = *backend_;
+  // A decode step of a size with no recording runs padded up to the next one. A step with DSpark
+  // drafts goes on on the host after the forward, so it is launched op by op.
+  ForwardBatch padded;
+  std::vector<int32_t> scratch_table;
+  const ForwardBatch* run_batch = nullptr;
+  const backend::StepShape shape =
+      pad_for_recording(batch, pool, be, drafts == nullptr, padded, scratch_table, run_batch);
+  const bool recorded = be.records_step(shape);
+  const int64_t T = run_batch->num_tokens();
+  const auto real_rows = static_cast<int64_t>(batch.logit_rows.size());
 
-  if (config_.engram.enabled()) {  // n-gram hash ids of every token, from the compressed ids
-    std::vector<int32_t> compressed(static_cast<size_t>(T));
-    for (int64_t t = 0; t < T; ++t) compressed[static_cast<size_t>(t)] = engram_.map.ids[static_cast<size_t>(batch.tokens[static_cast<size_t>(t)])];
-    // The ids just before each sequence's start, for a history its ring cannot give (below the
-    // window floor of a bounded replay): from its earlier tokens when the batch has them.
-    const backend::EngramHashParams params = engram_.params();
-    const int64_t look = params.max_ngram - 1;
-    std::vector<int32_t> floor_history(batch.seqs.size() * static_cast<size_t>(look), static_cast<int32_t>(params.pad_id));
-    for (size_t si = 0; si < batch.seqs.size(); ++si) {
-      const backend::SeqSlice& seq = batch.seqs[si];
-      for (int64_t j = 0; j < look; ++j) {
-        const int64_t q = seq.start - look + j;
-        if (q >= 0 && q < static_cast<int64_t>(seq.prior_tokens.size()))
-          floor_history[si * static_cast<size_t>(look) + static_cast<size_t>(j)] =
-              engram_.map.ids[static_cast<size_t>(seq.prior_tokens[static_cast<size_t>(q)])];
-      }
-    }
-    step.hash_ids = workspace_.i32({engram_.layers, T, config_.engram.hash_columns()});
-    be.engram_hash(params, layout_.layers.back().window, compressed, floor_history, batch.seqs, step.state,
-                   step.hash_ids);
-  }
-
-  // Residual stream: hc_mult copies of the embedding; the first block's attention reads copy 0.
-  TensorView X = workspace_.f32({T, n, D});
-  be.embed(weights_->embed, batch.tokens, X);
-  std::vector<float> one_hot(static_cast<size_t>(T * n), 0.0f);
-  for (int64_t t = 0; t < T; ++t) one_hot[static_cast<size_t>(t * n)] = 1.0f;
-  TensorView pre = workspace_.f32({T, n});
-  be.copy_to_backend(pre.data, one_hot.data(), one_hot.size() * sizeof(float));
-  // DSpark reads the mean of the copies at the input of its target layers (after their Engram).
-  const auto& targets = config_.dspark.target_layer_ids;
-  std::vector<TensorView> taps;  // per target layer reached so far: [tokens, D]
-  ForwardBatch replayed;         // the decoder's step under bounded replay
-  std::optional<Step> decoder_step;
-  Step* cur = &step;
+  // The device half of the step, which the backend may record once and replay (decode steps on
+  // CUDA): no copies to or from the host inside, its tensors taken from the workspace in the same
+  // order every time, and no host state changed but what it hands out below (it may run twice).
+  std::optional<Step> step, decoder_step;
+  ForwardBatch replayed;  // the decoder's step under bounded replay
+  Step* cur = nullptr;
   bool decoder_skipped = false;
-  for (int64_t l = 0; l < config_.num_hidden_layers; ++l) {
-    if (l == config_.first_decoder_layer()) {
-      std::vector<int64_t> floors;
-      const auto kept = decoder_rows(batch, floors);
-      if (kept && kept->empty()) {
-        // Every row lies before its prompt's replay start and none needs logits: the decoder's
-        // window state for them is never read, so the step ends here.
-        decoder_skipped = true;
-        break;
+  int64_t decoder_tokens = 0;
+  TensorView out_logits;
+  auto device_ops = [&] {
+    workspace_.reset();
+    decoder_step.reset();
+    replayed = ForwardBatch{};
+    decoder_skipped = false;
+    step.emplace(Step{*run_batch, pool.storage(), workspace_, {}, {}, {}, recorded});
+    cur = &*step;
+    if (config_.engram.enabled()) engram_hashes(*step);
+
+    // Residual stream: hc_mult copies of the embedding; the first block's attention reads copy 0
+    // (pre = one-hot on copy 0, from a constant table: no upload inside the step).
+    TensorView X = workspace_.f32({T, n, D});
+    be.embed(weights_->embed, run_batch->tokens, X);
+    TensorView pre = constant_rows(*step, first_copy_, T);
+    // DSpark reads the mean of the copies at the input of its target layers (after their Engram).
+    const auto& targets = config_.dspark.target_layer_ids;
+    std::vector<TensorView> taps;  // per target layer reached so far: [tokens, D]
+    for (int64_t l = 0; l < config_.num_hidden_layers; ++l) {
+      if (l == config_.first_decoder_layer()) {
+        std::vector<int64_t> floors;
+        const auto kept = decoder_rows(*run_batch, floors);
+        if (kept && kept->empty()) {
+          // Every row lies before its prompt's replay start and none needs logits: the decoder's
+          // window state for them is never read, so the step ends here.
+          decoder_skipped = true;
+          return;
+        }
+        if (kept) {
+          const std::vector<int64_t>& rows = *kept;
+          // The decoder keeps only window state: from here on the step holds the replayed rows alone.
+          replay(*step, rows, floors, replayed);
+          decoder_step.emplace(Step{replayed, step->state, workspace_, {}, {}, {}, recorded});
+          if (!step->hash_ids.empty()) decoder_step->hash_ids = gather(*step, step->hash_ids, rows, 1);
+          if (!step->selected.empty()) decoder_step->selected = gather(*step, step->selected, rows);
+          if (!step->candidates.empty()) decoder_step->candidates = gather(*step, step->candidates, rows);
+          X = gather(*step, X, rows);
+          pre = gather(*step, pre, rows);
+          for (auto& tap : taps) tap = gather(*step, tap, rows);
+          cur = &*decoder_step;
+        }
+        decoder_tokens = cur->tokens();
       }
-      if (kept) {
-        const std::vector<int64_t>& rows = *kept;
-        // The decoder keeps only window state: from here on the step holds the replayed rows alone.
-        replay(step, rows, floors, replayed);
-        decoder_step.emplace(Step{replayed, step.state, workspace_, {}, {}, {}});
-        if (!step.hash_ids.empty()) decoder_step->hash_ids = gather(step, step.hash_ids, rows, 1);
-        if (!step.selected.empty()) decoder_step->selected = gather(step, step.selected, rows);
-        if (!step.candidates.empty()) decoder_step->candidates = gather(step, step.candidates, rows);
-        X = gather(step, X, rows);
-        pre = gather(step, pre, rows);
-        for (auto& tap : taps) tap = gather(step, tap, rows);
-        cur = &*decoder_step;
+      const Block& b = weights_->layers[static_cast<size_t>(l)];
+      if (b.engram) engram(*b.engram, *cur, X);
+      if (config_.dspark.enabled() && std::find(targets.begin(), targets.end(), l) != targets.end()) {
+        const int64_t rows = cur->tokens();
+        TensorView uniform = constant_rows(*cur, mean_copies_, rows), tap = workspace_.f32({rows, D});
+        be.mhc_collapse(X, uniform, tap);  // 1/n is a power of two here: equals the reference's mean
+        be.round_bf16(tap);
+        taps.push_back(tap);
       }
-      decoder_tokens_ += cur->tokens();
+      block(b, l, *cur, X, pre);
     }
-    const Block& b = weights_->layers[static_cast<size_t>(l)];
-    if (b.engram) engram(*b.engram, *cur, X);
-    if (config_.dspark.enabled() && std::find(targets.begin(), targets.end(), l) != targets.end()) {
-      const int64_t rows = cur->tokens();
-      const std::vector<float> mean(static_cast<size_t>(rows * n), 1.0f / static_cast<float>(n));
-      TensorView uniform = workspace_.f32({rows, n}), tap = workspace_.f32({rows, D});
-      be.copy_to_backend(uniform.data, mean.data(), mean.size() * sizeof(float));
-      be.mhc_collapse(X, uniform, tap);  // 1/n is a power of two here: equals the reference's mean
-      be.round_bf16(tap);
-      taps.push_back(tap);
-    }
-    block(b, l, *cur, X, pre);
-  }
+    if (!taps.empty()) dspark_main(*cur, concat_taps(*cur, taps));
+
+    // Only the rows that need logits go on: the last FFN's pre collapses the copies, norm, head (fp32).
+    const ForwardBatch& out = cur->batch;
+    const auto rows = static_cast<int64_t>(out.logit_rows.size());
+    out_logits = TensorView{};
+    if (rows == 0) return;
+    TensorView picked = workspace_.f32({rows, n, D}), picked_pre = workspace_.f32({rows, n});
+    be.gather_rows(X, out.logit_rows, picked);
+    be.gather_rows(pre, out.logit_rows, picked_pre);
+    TensorView hidden = workspace_.f32({rows, D});
+    be.mhc_collapse(picked, picked_pre, hidden);
+    be.round_bf16(hidden);
+    be.rms_norm(hidden, weights_->norm.data(), static_cast<float>(config_.rms_norm_eps), hidden);
+    be.round_bf16(hidden);
+    out_logits = workspace_.f32({rows, V});
+    be.linear(weights_->head, hidden, out_logits);
+  };
+  be.run_step(shape, device_ops);
+  decoder_tokens_ += decoder_tokens;
   if (decoder_skipped) {
     logits.clear();
     if (drafts) drafts->clear();
     return;
   }
-  const ForwardBatch& out = cur->batch;
-  if (!taps.empty()) dspark_main(*cur, concat_taps(*cur, taps));
-
-  // Only the rows that need logits go on: the last FFN's pre collapses the copies, norm, head (fp32).
-  const auto rows = static_cast<int64_t>(out.logit_rows.size());
-  logits.resize(static_cast<size_t>(rows * V));
-  if (rows == 0) return;
-  TensorView picked = workspace_.f32({rows, n, D}), picked_pre = workspace_.f32({rows, n});
-  be.gather_rows(X, out.logit_rows, picked);
-  be.gather_rows(pre, out.logit_rows, picked_pre);
-  TensorView hidden = workspace_.f32({rows, D});
-  be.mhc_collapse(picked, picked_pre, hidden);
-  be.round_bf16(hidden);
-  be.rms_norm(hidden, weights_->norm.data(), static_cast<float>(config_.rms_norm_eps), hidden);
-  be.round_bf16(hidden);
-  TensorView out_logits = workspace_.f32({rows, V});
-  be.linear(weights_->head, hidden, out_logits);
-  be.copy_to_host(logits.data(), out_logits.data, static_cast<size_t>(rows * V) * sizeof(float));
+  // The real rows come first (padding rows, if any, after them).
+  logits.resize(static_cast<size_t>(real_rows * V));
+  if (real_rows == 0) return;
+  be.copy_to_host(logits.data(), out_logits.data, logits.size() * sizeof(float));
   if (drafts) dspark_draft(*cur, logits, *drafts);
+}
+
+void DeepseekV41::engram_hashes(Step& step) const {
+  // n-gram hash ids of every token, from the compressed ids.
+  const ForwardBatch& batch = step.batch;
+  const int64_t T = step.tokens();
+  std::vector<int32_t> compressed(static_cast<size_t>(T));
+  for (int64_t t = 0; t < T; ++t)
+    compressed[static_cast<size_t>(t)] = engram_.map.ids[static_cast<size_t>(batch.tokens[static_cast<size_t>(t)])];
+  // The ids just before each sequence's start, for a history its ring cannot give (below the
+  // window floor of a bounded replay): from its earlier tokens when the batch has them.
+  const backend::EngramHashParams params = engram_.params();
+  const int64_t look = params.max_ngram - 1;
+  std::vector<int32_t> floor_history(batch.seqs.size() * static_cast<size_t>(look), static_cast<int32_t>(params.pad_id));
+  for (size_t si = 0; si < batch.seqs.size(); ++si) {
+    const backend::SeqSlice& seq = batch.seqs[si];
+    for (int64_t j = 0; j < look; ++j) {
+      const int64_t q = seq.start - look + j;
+      if (q >= 0 && q < static_cast<int64_t>(seq.prior_tokens.size()))
+        floor_history[si * static_cast<size_t>(look) + static_cast<size_t>(j)] =
+            engram_.map.ids[static_cast<size_t>(seq.prior_tokens[static_cast<size_t>(q)])];
+    }
+  }
+  step.hash_ids = workspace_.i32({engram_.layers, T, config_.engram.hash_columns()});
+  backend_->engram_hash(params, layout_.layers.back().window, compressed, floor_history, batch.seqs, step.state,
+                        step.hash_ids);
+}
+
+TensorView DeepseekV41::constant_rows(Step& step, const WeightMatrix& row, int64_t rows) const {
+  if (static_cast<int64_t>(zeros_.size()) < rows) zeros_.resize(static_cast<size_t>(rows), 0);
+  TensorView out = step.ws.f32({rows, row.cols});
+  backend_->embed(row, std::span(zeros_).first(static_cast<size_t>(rows)), out.reshape({rows, 1, row.cols}));
+  return out;
 }
 
 TensorView DeepseekV41::concat_taps(Step& step, const std::vector<TensorView>& taps) const {

@@ -50,6 +50,10 @@ class DeepseekV41 final : public CausalLM {
 
   void run(const ForwardBatch& batch, kv::StatePool& pool, std::vector<float>& logits,
            std::vector<DSparkDraft>* drafts) const;
+  // Engram's hash ids of the step's tokens into step.hash_ids.
+  void engram_hashes(Step& step) const;
+  // [rows, cols] copies of a one-row table (embedded, so a recorded step holds no upload).
+  TensorView constant_rows(Step& step, const WeightMatrix& row, int64_t rows) const;
   // The DSpark target taps [T, D * targets] -> main_x [T, D]; every stage's window ring gets its
   // main KV of the step's tokens (the reference seeds them in forward_spec).
   TensorView dspark_main(Step& step, TensorView taps) const;
@@ -93,6 +97,9 @@ class DeepseekV41 final : public CausalLM {
   int64_t replay_keep_ = 0;
   mutable int64_t decoder_tokens_ = 0;
   mutable std::vector<int64_t> iota_;  // 0, 1, 2, ... for copies through gather_rows
+  mutable std::vector<int32_t> zeros_;  // ids of constant_rows
+  std::vector<float> first_copy_data_, mean_copies_data_;  // [hc_mult] each
+  WeightMatrix first_copy_, mean_copies_;                  // one-row F32 tables over them
   mutable std::mutex forward_mutex_;
 };
 

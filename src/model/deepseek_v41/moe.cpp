@@ -1,8 +1,6 @@
 // DeepSeek-V4.1 MoE (model.py Gate / Expert / MoE) and Engram (model.py Engram): sqrtsoftplus
 // routing in fp32 with the correction bias for the choice only, SwiGLU experts in bf16 with the
 // routing weight applied before w2; Engram's n-gram rows gated into every residual copy.
-#include <vector>
-
 #include "core/error.h"
 #include "model/deepseek_v41/model.h"
 #include "model/deepseek_v41/step.h"
@@ -44,18 +42,12 @@ void DeepseekV41::engram(const Engram& e, Step& step, TensorView X) const {
   backend::Backend& be = *backend_;
   const int64_t T = step.tokens(), cols = config_.engram.hash_columns(), ehd = config_.engram.head_dim;
   const int64_t n = config_.hc_mult, D = config_.hidden_size;
-  // The hash ids of this layer, on the host for embed (copied back from a device backend).
-  const int32_t* layer_ids = step.hash_ids.i32() + e.index * T * cols;
-  std::vector<int32_t> host_ids;
-  if (step.hash_ids.device != Device::CPU) {
-    host_ids.resize(static_cast<size_t>(T * cols));
-    be.copy_to_host(host_ids.data(), layer_ids, host_ids.size() * sizeof(int32_t));
-    layer_ids = host_ids.data();
-  }
-  const std::span<const int32_t> ids(layer_ids, static_cast<size_t>(T * cols));
-  // The table rows of every hash column (FP8 rows times their scales), concatenated per token.
+  // The table rows of every hash column (FP8 rows times their scales), concatenated per token; the
+  // ids stay where engram_hash wrote them.
+  TensorView ids = TensorView::contiguous(step.hash_ids.i32() + e.index * T * cols, DType::I32, {T * cols},
+                                          step.hash_ids.device);
   TensorView rows = step.ws.f32({T * cols, 1, ehd});
-  be.embed(e.table, ids, rows);
+  be.embed_ids(e.table, ids, rows);
   TensorView kv = step.ws.f32({T, (n + 1) * D});
   project(step, e.wkv, rows.reshape({T, cols * ehd}), kv);
   be.engram_gate(X, kv, engram_weight_[static_cast<size_t>(e.index)].data(), static_cast<float>(config_.rms_norm_eps));

@@ -18,6 +18,9 @@ struct DeepseekV41::Step {
   TensorView hash_ids;    // Engram [layers, T, columns] I32
   TensorView selected;    // latest index source's top-k [T, index_topk] I32
   TensorView candidates;  // candidate source's blocks [T, candidate_topk_blocks] I32
+  // The backend records this step (Backend::records_step): work whose size varies between such
+  // steps is padded to its most (the compressed entries a step completes).
+  bool recorded = false;
 
   int64_t tokens() const { return batch.num_tokens(); }
 };
