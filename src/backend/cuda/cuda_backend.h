@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "backend/cuda/attention_kernels.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device_types.h"
 #include "backend/cuda/launch_control.h"
@@ -206,6 +207,14 @@ class CudaBackend final : public backend::Backend {
   }
   // Scratch device memory for one op (reused across calls; contents undefined).
   void* scratch(size_t bytes, int which = 0);
+  // The indexer's arguments over the staged step, and the entries a score row must hold
+  // (max_held: the step's most, or in a recorded step the most its tables can hold).
+  IndexerArgs indexer_args(const backend::CompressorLayout& keys, const StagedSeqs& staged,
+                           const backend::StateStorage& state, TensorView q, TensorView head_weights,
+                           float head_weight_scale, float score_scale, int64_t* max_held);
+  // An mHC site's mixing partials (launch_mhc_mix_partials into scratch 0 / 1): sumsq, dots.
+  std::pair<double*, float*> mhc_partials(const backend::MhcWeights& w, TensorView residual, int64_t tokens,
+                                          int64_t width, int64_t mixes);
 
  private:
   void* stage_bytes(const void* host, size_t bytes);

@@ -75,6 +75,21 @@ struct MoeIndex {
   MoeTile* tiles;      // [moe_max_tiles(T*K, E)]
 };
 #pragma GCC diagnostic pop
+// The int32 words of a MoeIndex for E experts and `routed` pairs, and the index carved from them.
+inline size_t moe_index_ints(int64_t E, int64_t routed, int64_t max_tiles) {
+  return static_cast<size_t>(E + routed + (E + 1) + routed + routed + 1 + 4 * max_tiles);
+}
+inline MoeIndex moe_index_in(int32_t* p, int64_t E, int64_t routed) {
+  MoeIndex ix;
+  ix.counts = p, p += E;
+  ix.pos = p, p += routed;
+  ix.offsets = p, p += E + 1;
+  ix.row_of = p, p += routed;
+  ix.row_token = p, p += routed;
+  ix.tile_count = p, p += 1;
+  ix.tiles = reinterpret_cast<MoeTile*>(p);
+  return ix;
+}
 // Groups the routed (t, k) pairs of experts [T, K] by expert into rows and tiles of tile_rows rows
 // at most (a multiple of 8, at most 64).
 void launch_moe_plan(const int32_t* experts, int64_t tokens, int64_t top_k, int64_t num_experts, const MoeIndex& ix,

@@ -93,22 +93,9 @@ void CudaBackend::indexer_select(const backend::CompressorLayout& keys, TensorVi
   check_pools(state, "indexer_select");
   if (T == 0 || top_k == 0) return;
   const StagedSeqs staged = stage_seqs(seqs, T, state);
-  int64_t max_held = 1;
-  for (const DeviceSeq& s : staged.host) max_held = std::max(max_held, (s.start + s.count) / rate);
-  // A recorded step sizes its rows for the tokens its tables can hold, not this step's.
-  if (step_token_capacity(state) > 0) max_held = std::max<int64_t>(1, step_token_capacity(state) / rate);
-  DEEPINFER_CHECK(max_held < (int64_t{1} << 31), "cuda indexer_select: {} entries are too many", max_held);
-  IndexerArgs a{};
-  a.keys = dev_compressor(keys);
-  a.st = dev_state(state);
-  a.seqs = staged.seqs;
-  a.blocks = staged.blocks;
-  a.nseq = staged.count;
-  a.q = q.f32();
-  a.head_weights = head_weights.f32();
-  a.nh = nh;
-  a.head_weight_scale = head_weight_scale;
-  a.score_scale = score_scale;
+  int64_t max_held = 0;
+  const IndexerArgs a =
+      indexer_args(keys, staged, state, q, head_weights, head_weight_scale, score_scale, &max_held);
   // Score rows [tokens, max_held] in groups of tokens that fit the budget (and as many entry ids
   // for TopKTies::Reference), chosen on the device under both tie policies: no host round trip.
   constexpr int64_t kScoreBudget = int64_t{1} << 25;  // floats (128 MB)
@@ -130,6 +117,29 @@ void CudaBackend::indexer_select(const backend::CompressorLayout& keys, TensorVi
     }
     DEEPINFER_CUDA_LAUNCHED();
   }
+}
+
+IndexerArgs CudaBackend::indexer_args(const backend::CompressorLayout& keys, const StagedSeqs& staged,
+                                      const backend::StateStorage& state, TensorView q, TensorView head_weights,
+                                      float head_weight_scale, float score_scale, int64_t* max_held) {
+  int64_t held = 1;
+  for (const DeviceSeq& s : staged.host) held = std::max(held, (s.start + s.count) / keys.rate);
+  // A recorded step sizes its rows for the tokens its tables can hold, not this step's.
+  if (step_token_capacity(state) > 0) held = std::max<int64_t>(1, step_token_capacity(state) / keys.rate);
+  DEEPINFER_CHECK(held < (int64_t{1} << 31), "cuda indexer: {} entries are too many", held);
+  *max_held = held;
+  IndexerArgs a{};
+  a.keys = dev_compressor(keys);
+  a.st = dev_state(state);
+  a.seqs = staged.seqs;
+  a.blocks = staged.blocks;
+  a.nseq = staged.count;
+  a.q = q.f32();
+  a.head_weights = head_weights.f32();
+  a.nh = q.dim(1);
+  a.head_weight_scale = head_weight_scale;
+  a.score_scale = score_scale;
+  return a;
 }
 
 void CudaBackend::store_window(const backend::WindowLayout& wl, TensorView kv, std::span<const backend::SeqSlice> seqs,

@@ -76,14 +76,21 @@ void CudaBackend::mhc_pre(const backend::MhcWeights& w, const backend::MhcParams
                       comb.numel() == T * n * n,
                   "mhc_pre: tensors do not match T = {}, hc_mult = {}, D = {}", T, n, D);
   if (T == 0) return;
-  const int64_t chunks = mhc_mix_chunks(n * D);
-  auto* sumsq = static_cast<double*>(scratch(static_cast<size_t>(T * chunks) * sizeof(double), 0));
-  auto* dots = static_cast<float*>(scratch(static_cast<size_t>(T * chunks * mix) * sizeof(float), 1));
-  launch_mhc_mix_partials(residual.f32(), T, n * D, floats(w.fn, static_cast<size_t>(mix * n * D)), mix, sumsq, dots);
-  DEEPINFER_CUDA_LAUNCHED();
+  const auto [sumsq, dots] = mhc_partials(w, residual, T, n * D, mix);
   launch_mhc_pre_finish(sumsq, dots, T, n, D, p.norm_eps, floats(w.base, static_cast<size_t>(mix)), floats(w.scale, 3),
                         p.hc_eps, p.sinkhorn_iters, residual.f32(), input.f32(), post.f32(), comb.f32());
   DEEPINFER_CUDA_LAUNCHED();
+}
+
+std::pair<double*, float*> CudaBackend::mhc_partials(const backend::MhcWeights& w, TensorView residual,
+                                                     int64_t tokens, int64_t width, int64_t mixes) {
+  const int64_t chunks = mhc_mix_chunks(width);
+  auto* sumsq = static_cast<double*>(scratch(static_cast<size_t>(tokens * chunks) * sizeof(double), 0));
+  auto* dots = static_cast<float*>(scratch(static_cast<size_t>(tokens * chunks * mixes) * sizeof(float), 1));
+  launch_mhc_mix_partials(residual.f32(), tokens, width, floats(w.fn, static_cast<size_t>(mixes * width)), mixes, sumsq,
+                          dots);
+  DEEPINFER_CUDA_LAUNCHED();
+  return {sumsq, dots};
 }
 
 void CudaBackend::mhc_post(TensorView residual, TensorView out, TensorView post, TensorView comb) {
@@ -112,11 +119,7 @@ void CudaBackend::mhc_head(const backend::MhcWeights& w, const backend::MhcParam
   const int64_t n = p.hc_mult, D = hidden.last_dim(), rows = hidden.rows();
   DEEPINFER_CHECK(residual.numel() == rows * n * D, "mhc_head: residual does not hold {} x {} x {}", rows, n, D);
   if (rows == 0) return;
-  const int64_t chunks = mhc_mix_chunks(n * D);
-  auto* sumsq = static_cast<double*>(scratch(static_cast<size_t>(rows * chunks) * sizeof(double), 0));
-  auto* dots = static_cast<float*>(scratch(static_cast<size_t>(rows * chunks * n) * sizeof(float), 1));
-  launch_mhc_mix_partials(residual.f32(), rows, n * D, floats(w.fn, static_cast<size_t>(n * n * D)), n, sumsq, dots);
-  DEEPINFER_CUDA_LAUNCHED();
+  const auto [sumsq, dots] = mhc_partials(w, residual, rows, n * D, n);
   launch_mhc_head_finish(sumsq, dots, rows, n, D, p.norm_eps, floats(w.base, static_cast<size_t>(n)), floats(w.scale, 1),
                          p.hc_eps, residual.f32(), hidden.f32());
   DEEPINFER_CUDA_LAUNCHED();

@@ -267,7 +267,7 @@ void CudaBackend::moe_experts_filled(const backend::MoeWeights& w, TensorView x,
                           : routed_few ? 2
                                        : kGemmTileRows;
   const int64_t max_tiles = routed > 0 ? moe_max_tiles(routed, E, routed_rows) : 0;
-  const size_t index_ints = static_cast<size_t>(E + routed + (E + 1) + routed + routed + 1 + 4 * max_tiles);
+  const size_t index_ints = moe_index_ints(E, routed, max_tiles);
 
   // Every scratch buffer first (a growing scratch() synchronises and frees the old buffer).
   float* h = static_cast<float*>(scratch(static_cast<size_t>(std::max<int64_t>({T * Is, routed * I, 1})) * sizeof(float), 1));
@@ -310,15 +310,7 @@ void CudaBackend::moe_experts_filled(const backend::MoeWeights& w, TensorView x,
   if (routed == 0) return;
 
   const DevMatrix *d1 = table->d1, *d3 = table->d3, *d2 = table->d2;
-  MoeIndex ix;
-  int32_t* p = ints_base;
-  ix.counts = p, p += E;
-  ix.pos = p, p += routed;
-  ix.offsets = p, p += E + 1;
-  ix.row_of = p, p += routed;
-  ix.row_token = p, p += routed;
-  ix.tile_count = p, p += 1;
-  ix.tiles = reinterpret_cast<MoeTile*>(p);
+  const MoeIndex ix = moe_index_in(ints_base, E, routed);
   launch_moe_plan(experts.i32(), T, K, E, ix, routed_rows);
   DEEPINFER_CUDA_LAUNCHED();
   if (tc_routed) {

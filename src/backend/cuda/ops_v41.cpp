@@ -64,11 +64,7 @@ void CudaBackend::mhc_coefficients(const backend::MhcWeights& w, const backend::
                   "mhc_coefficients: tensors do not match T = {}, hc_mult = {}, D = {}", T, n, D);
   if (T == 0) return;
   // mhc_pre's kernels (so the same bits), without the pre-mix.
-  const int64_t chunks = mhc_mix_chunks(n * D);
-  auto* sumsq = static_cast<double*>(scratch(static_cast<size_t>(T * chunks) * sizeof(double), 0));
-  auto* dots = static_cast<float*>(scratch(static_cast<size_t>(T * chunks * mix) * sizeof(float), 1));
-  launch_mhc_mix_partials(residual.f32(), T, n * D, floats(w.fn, static_cast<size_t>(mix * n * D)), mix, sumsq, dots);
-  DEEPINFER_CUDA_LAUNCHED();
+  const auto [sumsq, dots] = mhc_partials(w, residual, T, n * D, mix);
   launch_mhc_coefficients_finish(sumsq, dots, T, n, D, p.norm_eps, floats(w.base, static_cast<size_t>(mix)),
                                  floats(w.scale, 3), p.hc_eps, p.sinkhorn_iters, residual.f32(), pre.f32(), post.f32(),
                                  comb.f32());
@@ -157,21 +153,8 @@ void CudaBackend::indexer_select_v41(const backend::CompressorLayout& keys, Tens
   check_pools(state, "indexer_select_v41");
   if (T == 0) return;
   const StagedSeqs staged = stage_seqs(seqs, T, state);
-  int64_t max_held = 1;
-  for (const DeviceSeq& s : staged.host) max_held = std::max(max_held, (s.start + s.count) / keys.rate);
-  if (step_token_capacity(state) > 0) max_held = std::max<int64_t>(1, step_token_capacity(state) / keys.rate);
-  DEEPINFER_CHECK(max_held < (int64_t{1} << 31), "indexer_select_v41: {} entries are too many", max_held);
-  IndexerArgs a{};
-  a.keys = dev_compressor(keys);
-  a.st = dev_state(state);
-  a.seqs = staged.seqs;
-  a.blocks = staged.blocks;
-  a.nseq = staged.count;
-  a.q = q.f32();
-  a.head_weights = head_weights.f32();
-  a.nh = nh;
-  a.head_weight_scale = p.head_weight_scale;
-  a.score_scale = 1.0f;  // unused by the V4.1 scores
+  int64_t max_held = 0;  // score_scale: unused by the V4.1 scores
+  const IndexerArgs a = indexer_args(keys, staged, state, q, head_weights, p.head_weight_scale, 1.0f, &max_held);
   const int64_t max_blocks = with_candidates ? (max_held + bs - 1) / bs : 0;
   constexpr int64_t kScoreBudget = int64_t{1} << 25;  // floats (128 MB)
   const int64_t group = std::clamp<int64_t>(kScoreBudget / max_held, 1, std::min<int64_t>(T, 65535));
@@ -299,7 +282,7 @@ void CudaBackend::moe_experts_v41(const backend::MoeWeights& w, const backend::M
   const bool routed_few = routed <= 2 * std::max<int64_t>(E, 1);
   const int tile_rows = routed_few ? 2 : kGemmTileRows;
   const int64_t max_tiles = routed > 0 ? moe_max_tiles(routed, E, tile_rows) : 0;
-  const size_t index_ints = static_cast<size_t>(E + routed + (E + 1) + routed + routed + 1 + 4 * max_tiles);
+  const size_t index_ints = moe_index_ints(E, routed, max_tiles);
 
   // Every scratch buffer first (a growing scratch() synchronises and frees the old buffer).
   auto f32_scratch = [&](int64_t n, int which) {
@@ -347,15 +330,7 @@ void CudaBackend::moe_experts_v41(const backend::MoeWeights& w, const backend::M
   }
   // The routed experts on V4's plan: rows grouped by expert in tiles; each row's gate and up, the
   // routing weight applied before the roundings of the activation, then down.
-  MoeIndex ix;
-  int32_t* p = ints;
-  ix.counts = p, p += E;
-  ix.pos = p, p += routed;
-  ix.offsets = p, p += E + 1;
-  ix.row_of = p, p += routed;
-  ix.row_token = p, p += routed;
-  ix.tile_count = p, p += 1;
-  ix.tiles = reinterpret_cast<MoeTile*>(p);
+  const MoeIndex ix = moe_index_in(ints, E, routed);
   launch_moe_plan(experts.i32(), T, K, E, ix, tile_rows);
   DEEPINFER_CUDA_LAUNCHED();
   const float* xin = xq_routed ? quantized_copy(xq_routed) : x.f32();
