@@ -187,6 +187,11 @@ class Backend {
   virtual std::string_view name() const = 0;
   virtual Device device() const = 0;
   virtual bool batch_invariant() const = 0;
+  // Whether a row's results never depend on the other rows of a call in this mode. Always under
+  // batch invariance; in the default mode a device backend may pick kernels by the number of rows
+  // (the CUDA backend's tensor-core GEMM for many rows, docs/engine.md), and then batching may
+  // change low bits, as in vLLM's default mode.
+  virtual bool batching_keeps_bits() const { return true; }
   // Whether TopKTies::Reference reproduces torch.topk's CPU tie order at `site` (the CPU backend
   // does at both); where a backend does not, exact ties go to the lower index under both policies.
   virtual bool reproduces_reference_ties(TopKSite) const { return false; }

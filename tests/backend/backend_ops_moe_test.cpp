@@ -283,7 +283,8 @@ TEST_P(BackendOps, MoeExpertsDecodeManyJobsPerCta) {
       const auto want = ref_moe(shared, experts, x, chosen, weights, t0, T, D, K, limit);
       const std::string label = std::string("moe_experts ") + std::string(dtype_name(routed_dtype)) + " T=" + std::to_string(T);
       EXPECT_CLOSE(got, want, label);
-      EXPECT_TRUE(std::equal(got.begin(), got.end(), all.begin() + t0 * D)) << label << ": differs from the batch of " << B;
+      if (be->batching_keeps_bits())  // (the backend's kernels do not depend on the rows of a call)
+        EXPECT_TRUE(std::equal(got.begin(), got.end(), all.begin() + t0 * D)) << label << ": differs from the batch of " << B;
     }
   }
 }
@@ -371,6 +372,7 @@ TEST_P(BackendOps, MoeExpertsManyRowsPerExpert) {
     const auto want = ref_moe(shared, experts, x, chosen, weights, 0, T, D, K, limit);
     EXPECT_CLOSE(got, want, std::string("moe_experts T=300 ") + std::string(dtype_name(routed_dtype)));
     for (int64_t t : {0, 150, 299}) {
+      if (!be->batching_keeps_bits()) break;  // (CUDA's default mode: another GEMM for one row)
       const auto dxr = on_device(std::vector<float>(x.begin() + t * D, x.begin() + (t + 1) * D)),
                  dwr = on_device(std::vector<float>(weights.begin() + t * K, weights.begin() + (t + 1) * K));
       const auto dcr = on_device(std::vector<int32_t>(chosen.begin() + t * K, chosen.begin() + (t + 1) * K));

@@ -1,9 +1,13 @@
 // One forward for many sequences: sequences that share steps (prefill chunks of different sizes
 // mixed with decodes, block tables interleaved in one pool) must compute what each computes alone.
-// Under batch invariance the logits are bit-identical; in the default mode greedy ids agree.
+// Under batch invariance the logits are bit-identical; in the default mode too where the backend
+// keeps bits under batching (Backend::batching_keeps_bits: the CPU), else to GEMM rounding.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
+#include <functional>
 #include <random>
 #include <string>
 
@@ -49,6 +53,39 @@ Trace run_alone(const model::CausalLM& m, const std::vector<int32_t>& prompt, in
     m.forward(*state, std::span(&trace.ids.back(), 1), logits);
   }
   return trace;
+}
+
+// A sequence of a batch against its alone run, in the default mode: bit for bit where the backend
+// keeps bits under batching. Otherwise (CUDA picks its GEMM by the number of rows) each row within
+// GEMM rounding of the alone row while the greedy ids agree; an id may differ only where the alone
+// row's top two are closer than the rows differ (a near-tie), and the rows after it are not compared.
+void expect_as_alone(const model::CausalLM& m, const Trace& together, const Trace& alone, const std::string& what) {
+  ASSERT_EQ(together.rows.size(), alone.rows.size()) << what;
+  if (m.backend().batching_keeps_bits()) {
+    ASSERT_EQ(together.ids, alone.ids) << what;
+    for (size_t r = 0; r < alone.rows.size(); ++r)
+      ASSERT_EQ(0, std::memcmp(together.rows[r].data(), alone.rows[r].data(), alone.rows[r].size() * sizeof(float)))
+          << what << ", row " << r;
+    return;
+  }
+  for (size_t r = 0; r < alone.rows.size(); ++r) {
+    const auto& a = alone.rows[r];
+    const auto& b = together.rows[r];
+    ASSERT_EQ(a.size(), b.size());
+    double diff = 0, range = 0;
+    for (size_t i = 0; i < a.size(); ++i) {
+      const double d = std::fabs(static_cast<double>(a[i]) - b[i]);
+      diff = std::isnan(d) ? INFINITY : std::max(diff, d);  // a NaN fails the row
+      range = std::max(range, std::fabs(static_cast<double>(a[i])));
+    }
+    ASSERT_LE(diff, 1e-3 * (1.0 + range)) << what << ", row " << r;
+    if (together.ids[r] != alone.ids[r]) {
+      std::vector<float> top(a);
+      std::partial_sort(top.begin(), top.begin() + 2, top.end(), std::greater<float>());
+      ASSERT_LE(top[0] - top[1], 2 * diff) << what << ", row " << r << ": the greedy id differs without a near-tie";
+      return;
+    }
+  }
 }
 
 // All sequences in one pool; each step every sequence contributes a prefill chunk of its own size
@@ -146,7 +183,7 @@ INSTANTIATE_TEST_SUITE_P(Models, BatchedForward,
 // holds: chunking a prefill may pick another of two exactly tied entries (kjv's indexer has ties at
 // relu = 0), so only batch invariance promises chunk independence (above). Batching alone must not
 // matter: with each prompt prefilled in one call, every sequence of a mixed batch gets the same
-// bits as when it runs alone.
+// bits as when it runs alone (to GEMM rounding where the backend picks kernels by rows).
 TEST(BatchedForwardDefaultMode, BatchingDoesNotChangeAnyBitOnKjv) {
   const uint32_t seed = test_seed();
   auto m = model::load_model(kModels + "/kjv-tiny-v4");
@@ -155,19 +192,24 @@ TEST(BatchedForwardDefaultMode, BatchingDoesNotChangeAnyBitOnKjv) {
   const auto together = run_together(*m, prompts, 4, /*whole_prompts=*/true);
   for (size_t i = 0; i < prompts.size(); ++i) {
     const Trace alone = run_alone(*m, prompts[i], 4);
-    ASSERT_EQ(together[i].ids, alone.ids) << "seed " << seed << " prompt " << i;
-    for (size_t r = 0; r < alone.rows.size(); ++r)
-      ASSERT_EQ(0, std::memcmp(together[i].rows[r].data(), alone.rows[r].data(), alone.rows[r].size() * sizeof(float)))
-          << "seed " << seed << " prompt " << i << ", row " << r;
+    expect_as_alone(*m, together[i], alone, "seed " + std::to_string(seed) + " prompt " + std::to_string(i));
   }
 }
 
 // DeepSeek-V4.1 in its default mode: 16 requests of mixed lengths, prefilled in chunks of their own
 // sizes while others decode, give every sequence the bits (and so the greedy ids) it gets alone.
+// Where the default mode picks GEMMs by rows (Backend::batching_keeps_bits), V4.1's FP8 activation
+// rounding can turn a low-bit difference into a visible step, so the test runs under batch
+// invariance there (BatchedForward above covers that mode too; this keeps 16 mixed requests).
 TEST(BatchedForwardV41, SixteenMixedRequestsEqualAlone) {
   const uint32_t seed = test_seed();
   for (const char* fixture : {"v41_tiny_bf16", "v41_tiny_fp8"}) {
     auto m = model::load_model(kData + "/fixtures/" + fixture);
+    if (!m->backend().batching_keeps_bits()) {
+      model::LoadOptions invariant;
+      invariant.batch_invariant = true;
+      m = model::load_model(kData + "/fixtures/" + fixture, invariant);
+    }
     std::mt19937 rng(seed);
     const auto prompts = random_prompts(16, 3, 200, m->vocab_size(), rng);
     const auto together = run_together(*m, prompts, 6);

@@ -251,9 +251,19 @@ TEST_P(V41Parity, DSparkDraftsMatchReference) {
 
 // The engine's own state: decoding one token at a time (and prefilling in chunks) gives exactly the
 // rows of one prefill over the same tokens (the CPU ops compute each row the same way whatever the
-// step holds, so any difference is a state bug, not noise).
+// step holds, so any difference is a state bug, not noise). A device whose default mode picks its
+// GEMM by the number of rows (Backend::batching_keeps_bits) changes low bits with the chunk size,
+// and V4.1's FP8 activation rounding can turn one into a visible step; there the check runs under
+// batch invariance, where every kernel is independent of the row count.
 TEST_P(V41Parity, DecodeAndChunkedPrefillEqualOnePrefill) {
   auto m = model::load_model(dir());
+  if (!m->backend().batching_keeps_bits()) {
+    model::LoadOptions invariant;
+    invariant.batch_invariant = true;
+    m = model::load_model(dir(), invariant);
+    std::printf("%s: %s picks kernels by rows in the default mode; checked under batch invariance\n",
+                GetParam().c_str(), std::string(m->backend().name()).c_str());
+  }
   Golden g{io::Checkpoint::open_file(dir() + "/golden.safetensors")};
   const int64_t V = m->vocab_size();
   for (const std::string p : {"p0", "p1"}) {

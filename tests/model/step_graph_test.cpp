@@ -184,7 +184,8 @@ TEST_P(StepGraphs, ReplayedDecodeStepsEqualEagerOnesBitForBit) {
 
 // Padding rows (padded_decode_batch) leave the real rows' logits and state as they were, on any
 // backend: the same model runs `batch` sequences in two pools, unpadded and padded to 8 sequences,
-// for a prefill and 20 decode steps, and every real row agrees bit for bit.
+// for a prefill and 20 decode steps, and every real row agrees bit for bit (to GEMM rounding where
+// the default mode picks its GEMM by the number of rows: Backend::batching_keeps_bits).
 TEST(PaddedDecodeBatch, PaddingRowsChangeNoRealRow) {
   const uint32_t seed = test_seed();
   const auto model = model::load_model(kModels + "/kjv-tiny-v4");
@@ -231,7 +232,19 @@ TEST(PaddedDecodeBatch, PaddingRowsChangeNoRealRow) {
     ASSERT_EQ(lp.size(), V * kBatch);
     ASSERT_EQ(lq.size(), V * static_cast<size_t>(step == 0 ? kBatch : kPadded));
     for (float v : lq) ASSERT_TRUE(std::isfinite(v)) << "seed " << seed << " step " << step;
-    ASSERT_EQ(0, std::memcmp(lp.data(), lq.data(), lp.size() * sizeof(float))) << "seed " << seed << " step " << step;
+    if (model->backend().batching_keeps_bits()) {
+      ASSERT_EQ(0, std::memcmp(lp.data(), lq.data(), lp.size() * sizeof(float))) << "seed " << seed << " step " << step;
+    } else {
+      // The default mode picks its GEMM by the number of rows (CUDA: 3 rows on the CUDA-core tile,
+      // 8 padded ones on the tensor cores), as batching may: the real rows agree to GEMM rounding.
+      double diff = 0, range = 0;
+      for (size_t i = 0; i < lp.size(); ++i) {
+        const double d = std::fabs(static_cast<double>(lp[i]) - lq[i]);
+        diff = std::isnan(d) ? INFINITY : std::max(diff, d);
+        range = std::max(range, std::fabs(static_cast<double>(lp[i])));
+      }
+      ASSERT_LE(diff, 1e-3 * (1.0 + range)) << "seed " << seed << " step " << step;
+    }
     for (size_t i = 0; i < kBatch; ++i) feed[i] = argmax(std::span<const float>(lp).subspan(i * V, V));
   }
   // Padding a step down is a caller's bug.

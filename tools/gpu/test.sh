@@ -28,6 +28,13 @@ run() {  # name, command...
 # batched forwards and the LLM API on the GPU below.
 run backend_ops .gpu/test_backend --gtest_filter='*BackendOps*'
 run model_parity_cuda env DEEPINFER_DEVICE=cuda .gpu/test_model
+# The default mode picks the GEMM by the number of rows (gemm_kernels.h), so the bit-for-bit
+# "row alone = row in a batch" checks above hold only under batch invariance there; with every
+# GEMM pinned to the tensor cores they hold in both modes, which checks the tensor-core GEMM's
+# schedules (few and many rows, split and seq, 1 or 2 row groups a warp) against each other.
+run backend_ops_tc_pinned env DEEPINFER_TC_GEMM=1 .gpu/test_backend \
+  --gtest_filter='*BackendOps*Linear*:*BackendOps*Moe*:*BackendOps*Grouped*:*BackendOps*Quantised*:*BackendOpsInvariant*'
+run model_batched_tc_pinned env DEEPINFER_TC_GEMM=1 DEEPINFER_DEVICE=cuda .gpu/test_model --gtest_filter='Batched*'
 run engine_cuda env DEEPINFER_DEVICE=cuda .gpu/test_engine
 # Expert parallelism over the in-process transport with every rank's model on the GPU (ranks as
 # threads sharing it): EP = 2 and 4 against one rank, bit for bit.

@@ -71,6 +71,7 @@ class CudaBackend final : public backend::Backend {
   std::string_view name() const override { return "cuda"; }
   Device device() const override { return Device::CUDA; }
   bool batch_invariant() const override { return options_.batch_invariant; }
+  bool batching_keeps_bits() const override;
   // The indexer's Reference ties are replayed on the device (torch_topk.cuh: rows with a tie at
   // the k-th score only); the router's ties go to the lower index (a tie needs equal sqrtsoftplus
   // scores, which continuous logits never meet).
@@ -236,6 +237,10 @@ class CudaBackend final : public backend::Backend {
   const ExpertTable& expert_table(std::span<const backend::SwigluExpert> experts, int64_t D);
   // linear and grouped_linear after validation (ops_gemm.cpp).
   void linear_any(const WeightMatrix& w, int64_t groups, TensorView x, TensorView y);
+  // Whether a GEMM of `rows` rows (per expert, for the routed experts) runs on the tensor cores
+  // (gemm_kernels.h: TcPolicy).
+  bool tensor_cores_for(int64_t rows) const;
+  bool tensor_cores_for_experts(int64_t routed_rows, int64_t experts) const;
   // scratch() slots of the tensor-core GEMM's split activations (this one and the next).
   static constexpr int kTcScratch = 3;
 

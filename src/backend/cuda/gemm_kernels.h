@@ -5,17 +5,17 @@
 // caller (ops_gemm.cpp) validates shapes and checks each launch. Built by nvcc (gemm_kernels.cu) and
 // g++ alike, so nothing here includes deepinfer headers beyond device_types.h.
 //
-// Every output value is the same arithmetic whatever the other rows of the call: results are batch
-// invariant, in both modes. Which GEMM runs depends on the weight alone, never on the number of rows
-// (the model tests promise that batching changes no bit even in the default mode, so a row-count
-// threshold between two kernels of different rounding is not allowed):
-//  - every format in a layout of 16-byte rows (gemm_format): the tensor-core GEMM (tc_gemm.cu), at
-//    every number of rows; its schedules for few and many rows give identical bits.
-//  - other layouts (rows not a multiple of 16 bytes, FP8 blocks not a multiple of 16 columns): the
-//    weight-streaming CUDA-core tile (skinny_gemm.cuh: fixed lane chunks, a fixed butterfly and a
-//    split-K chosen from the weight's shape).
-// The tensor-core path is opt-in for now (DEEPINFER_TC_GEMM=1 in the environment; tc_gemm.cu says
-// why); without it every weight takes the CUDA-core tile, as before.
+// Two GEMMs of different rounding, and when each runs (tc_policy, DEEPINFER_TC_GEMM):
+//  - the weight-streaming CUDA-core tile (skinny_gemm.cuh: fixed lane chunks, a fixed butterfly
+//    and a split-K chosen from the weight's shape): fastest for the few rows of a decode step;
+//  - the tensor-core GEMM (tc_gemm.cu) for every format in a layout of 16-byte rows (gemm_format):
+//    2.5x the CUDA-core tile's prefill; its schedules for few and many rows give identical bits.
+// Within one kernel every output value is the same arithmetic whatever the other rows of the call.
+// Auto (the default): in the default mode, calls of at least tc_min_rows() rows (for the routed
+// experts, more than 2 rows per expert on average) take the tensor cores, so batching may change a row's low bits (as in
+// vLLM's default mode; Backend::batching_keeps_bits); under batch invariance every call takes the
+// CUDA-core tile. DEEPINFER_TC_GEMM=1 puts every call of a capable weight on the tensor cores
+// (batch invariant in both modes: the op tests check its schedules bit for bit), =0 none.
 #include <cstddef>
 #include <cstdint>
 
@@ -111,8 +111,11 @@ void launch_moe_combine(float* out, const float* ye, const int32_t* experts, con
 void launch_fill(float* dst, int64_t n, float value);
 
 // --- tensor-core GEMM (tc_gemm.cu) ---
-// True when DEEPINFER_TC_GEMM=1 (read once).
-bool tc_gemm_enabled();
+// DEEPINFER_TC_GEMM (read once): 0 never, 1 always, unset or "auto" by the number of rows.
+enum class TcPolicy { Never, Always, Auto };
+TcPolicy tc_policy();
+// Auto's threshold: rows of a call (DEEPINFER_TC_MIN_ROWS overrides it, for measurements).
+int64_t tc_min_rows();
 // The tensor-core kernel format of a weight, or -1 for layouts only the CUDA-core tile takes
 // (gemm_format's element-wise ones). F32, F16 and FP8 with F32 scales add a third MMA per step for
 // the weight's low bf16 part, so every vector format is on the tensor cores and an F32 copy of

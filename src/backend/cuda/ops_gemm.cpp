@@ -28,9 +28,8 @@ int common_format(std::initializer_list<const std::vector<DevMatrix>*> lists) {
 }
 
 // The tensor-core format one kernel instance takes for every matrix of the lists (tc_common_format),
-// or -1 (then the CUDA-core tile runs them; always unless DEEPINFER_TC_GEMM=1).
+// or -1 (the CUDA-core tile runs them).
 int all_tc(std::initializer_list<const std::vector<DevMatrix>*> lists) {
-  if (!tc_gemm_enabled()) return -1;
   int fmt = -1;
   for (const auto* l : lists)
     for (const DevMatrix& m : *l) {
@@ -82,12 +81,33 @@ const CudaBackend::ExpertTable& CudaBackend::expert_table(std::span<const backen
   return t;
 }
 
-// linear / grouped_linear: the tensor-core GEMM for the formats it takes, at every number of rows
-// (the choice depends on the weight alone: gemm_kernels.h), else the CUDA-core tile.
+bool CudaBackend::tensor_cores_for(int64_t rows) const {
+  switch (tc_policy()) {
+    case TcPolicy::Never: return false;
+    case TcPolicy::Always: return true;
+    default: return !options_.batch_invariant && rows >= tc_min_rows();
+  }
+}
+
+// The routed experts from more than 2 rows per expert on average (V4-Flash: past ~85 tokens): at
+// 128 decode tokens (3 rows an expert) the tensor cores save 10% of the step, at 32 they cost 20%
+// (docs/perf.md, session 14).
+bool CudaBackend::tensor_cores_for_experts(int64_t routed_rows, int64_t experts) const {
+  switch (tc_policy()) {
+    case TcPolicy::Never: return false;
+    case TcPolicy::Always: return true;
+    default: return !options_.batch_invariant && routed_rows > 2 * std::max<int64_t>(experts, 1);
+  }
+}
+
+bool CudaBackend::batching_keeps_bits() const { return options_.batch_invariant || tc_policy() != TcPolicy::Auto; }
+
+// linear / grouped_linear: the tensor-core GEMM for the formats it takes where tensor_cores_for the
+// call's rows (gemm_kernels.h), else the CUDA-core tile.
 void CudaBackend::linear_any(const WeightMatrix& w, int64_t groups, TensorView x, TensorView y) {
   const int64_t T = x.rows();
   const DevMatrix dw = weight(w).dev();
-  const int fmt = tc_gemm_enabled() ? tc_format(dw) : -1;
+  const int fmt = tensor_cores_for(T) ? tc_format(dw) : -1;
   if (fmt >= 0) {
     void* xc = tc_reads_x(T, x.f32()) ? nullptr : scratch(tc_split_bytes(T, groups, w.cols), kTcScratch);
     launch_linear_tc(fmt, dw, groups, x.f32(), xc, T, y.f32());
@@ -250,11 +270,16 @@ void CudaBackend::moe_experts_filled(const backend::MoeWeights& w, TensorView x,
     s2 = {weight(*w.shared.w2).dev()};
   }
   const ExpertTable* table = routed > 0 ? &expert_table(w.experts, D) : nullptr;
-  // The tensor-core GEMM where the matrices allow it (the weights alone decide: gemm_kernels.h).
-  const int f_shared_gu = w.shared.w1 ? all_tc({&s1, &s3}) : -1, f_shared_down = w.shared.w1 ? all_tc({&s2}) : -1;
+  // The tensor-core GEMM where the matrices allow it and tensor_cores_for the rows: the shared
+  // expert's T, the routed experts' average rows per expert (gemm_kernels.h).
+  const bool tc_shared = tensor_cores_for(T);
+  const int f_shared_gu = w.shared.w1 && tc_shared ? all_tc({&s1, &s3}) : -1;
+  const int f_shared_down = w.shared.w1 && tc_shared ? all_tc({&s2}) : -1;
   // The routed pair shares one plan, whose tiles the CUDA-core tile takes only at <= kGemmTileRows rows:
   // both on the tensor cores or neither.
-  const int f_routed_gu = table ? table->tc_gate_up : -1, f_routed_down = table ? table->tc_down : -1;
+  const bool tc_experts = routed > 0 && tensor_cores_for_experts(routed, E);
+  const int f_routed_gu = table && tc_experts ? table->tc_gate_up : -1;
+  const int f_routed_down = table && tc_experts ? table->tc_down : -1;
   const bool tc_routed = f_routed_gu >= 0 && f_routed_down >= 0;
   const int shared_rows = tc_moe_tile_rows(T);  // tensor-core schedules only
   // The CUDA-core kernels built for chunks of 1-2 rows (fewer registers): the shared expert at 1-2

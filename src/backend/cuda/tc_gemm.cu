@@ -30,6 +30,7 @@
 
 #include <cstdint>
 #include <cstdlib>
+#include <string_view>
 
 #include "backend/cuda/device_math.cuh"
 #include "backend/cuda/gemm_kernels.h"
@@ -136,25 +137,34 @@ __device__ __forceinline__ Split split4(const float4 v) {
 }
 
 // xi: the piece's first column (raw x); xr: its first record in the split x (split_index; the lo
-// plane xlo has the same record numbers).
-template <int F, int NT, bool kRaw>
-__device__ __forceinline__ void slab_mma(const uint4& ra, const uint4& rb, float sa, float Sa, float sb, float Sb,
-                                         bool exact, const void* xp, const uint2* xlo, const uint32_t* xoff, int64_t xi,
-                                         int64_t xr, bool valid, float (&cur)[NT][4]) {
+// plane xlo has the same record numbers). RG: 16-row groups of the warp, each with its own A
+// fragments; one B fragment feeds all of them (fewer x loads per MMA), and every accumulator gets
+// the same MMA sequence as with one group a warp (has_l is decided per group).
+template <int F, int NT, int RG, bool kRaw>
+__device__ __forceinline__ void slab_mma(const uint4 (&ra)[RG], const uint4 (&rb)[RG], const float (&sa)[RG],
+                                         const float (&Sa)[RG], const float (&sb)[RG], const float (&Sb)[RG],
+                                         const bool (&exact)[RG], const void* xp, const uint2* xlo,
+                                         const uint32_t* xoff, int64_t xi, int64_t xr, bool valid,
+                                         float (&cur)[RG][NT][4]) {
   constexpr int CH = chunk_elems(F);
 #pragma unroll
   for (int j = 0; j < CH / 4; ++j) {
-    uint32_t a0, a1, a2, a3, l0 = 0, l1 = 0, l2 = 0, l3 = 0;
-    if (exact) {
-      frag<F, true>(ra, j, sa, Sa, a0, a2, l0, l2);
-      frag<F, true>(rb, j, sb, Sb, a1, a3, l1, l3);
-    } else {
-      frag<F, false>(ra, j, sa, Sa, a0, a2, l0, l2);
-      frag<F, false>(rb, j, sb, Sb, a1, a3, l1, l3);
+    uint32_t a[RG][4], l[RG][4];
+    bool has_l[RG];
+#pragma unroll
+    for (int r = 0; r < RG; ++r) {
+      l[r][0] = l[r][1] = l[r][2] = l[r][3] = 0;
+      if (exact[r]) {
+        frag<F, true>(ra[r], j, sa[r], Sa[r], a[r][0], a[r][2], l[r][0], l[r][2]);
+        frag<F, true>(rb[r], j, sb[r], Sb[r], a[r][1], a[r][3], l[r][1], l[r][3]);
+      } else {
+        frag<F, false>(ra[r], j, sa[r], Sa[r], a[r][0], a[r][2], l[r][0], l[r][2]);
+        frag<F, false>(rb[r], j, sb[r], Sb[r], a[r][1], a[r][3], l[r][1], l[r][3]);
+      }
+      // Low parts that are all zero in the warp's group (values exact in bf16) add no MMA: the same
+      // sequence as a weight stored in an exact format.
+      has_l[r] = has_lo(F) && __any_sync(0xffffffffu, (l[r][0] | l[r][1] | l[r][2] | l[r][3]) != 0);
     }
-    // Low parts that are all zero in the warp (values exact in bf16) add no MMA: the same sequence
-    // as a weight stored in an exact format.
-    const bool has_l = has_lo(F) && __any_sync(0xffffffffu, (l0 | l1 | l2 | l3) != 0);
 #pragma unroll
     for (int n = 0; n < NT; ++n) {
       Split xv;
@@ -168,11 +178,14 @@ __device__ __forceinline__ void slab_mma(const uint4& ra, const uint4& rb, float
           xv.lo = __ldg(xlo + xoff[n] + xr + 4 * j);
         }
       }
-      mma(cur[n], a0, a1, a2, a3, xv.hm.x, xv.hm.y);
-      mma(cur[n], a0, a1, a2, a3, xv.hm.z, xv.hm.w);
-      mma(cur[n], a0, a1, a2, a3, xv.lo.x, xv.lo.y);
-      if constexpr (has_lo(F))
-        if (has_l) mma(cur[n], l0, l1, l2, l3, xv.hm.x, xv.hm.y);
+#pragma unroll
+      for (int r = 0; r < RG; ++r) {
+        mma(cur[r][n], a[r][0], a[r][1], a[r][2], a[r][3], xv.hm.x, xv.hm.y);
+        mma(cur[r][n], a[r][0], a[r][1], a[r][2], a[r][3], xv.hm.z, xv.hm.w);
+        mma(cur[r][n], a[r][0], a[r][1], a[r][2], a[r][3], xv.lo.x, xv.lo.y);
+        if constexpr (has_lo(F))
+          if (has_l[r]) mma(cur[r][n], l[r][0], l[r][1], l[r][2], l[r][3], xv.hm.x, xv.hm.y);
+      }
     }
   }
 }
@@ -197,35 +210,43 @@ __host__ __device__ __forceinline__ int64_t split_row_records(int64_t cols) {
   return (cols + kSlabK - 1) / kSlabK * (kSlabK / 4);
 }
 
-template <int F, bool kSwiglu, int NT, bool kRaw>
+// RG: 16-row groups (8 outputs under SwiGLU) a warp holds; more than one only in the seq schedule.
+template <int F, bool kSwiglu, int NT, int RG, bool kRaw>
 __device__ __forceinline__ void tile(const Job& j, float* red) {
   constexpr int CH = chunk_elems(F);  // elements of one 16-byte piece
   constexpr int P = 32 / CH;          // pieces of a lane's 32 columns of a slab
-  constexpr int D = NT >= 8 ? 2 : 4;  // slabs in flight per warp
+  constexpr int D = NT * RG >= 16 ? 1 : NT * RG >= 8 ? 2 : 4;  // slabs in flight per warp (registers)
   const int lane = static_cast<int>(threadIdx.x) & 31, warp = static_cast<int>(threadIdx.x) >> 5;
   const int g = lane >> 2, t = lane & 3;
   const int ks = j.ks, kp = j.seq ? 1 : ks;
-  const int rg = warp / kp, ksi = warp % kp;
+  const int ksi = warp % kp;
 
-  // This lane's two weight rows: plain, outputs o0 + 16 rg + g and + 8; SwiGLU, output o0 + 8 rg + g
-  // (gate row in A row g, up row in A row g + 8).
-  const int64_t out_a = kSwiglu ? j.o0 + rg * 8 + g : j.o0 + rg * 16 + g;
-  const int64_t out_b = kSwiglu ? out_a : out_a + 8;
+  // This lane's two weight rows of each group: plain, outputs o0 + 16 rg + g and + 8; SwiGLU, output
+  // o0 + 8 rg + g (gate row in A row g, up row in A row g + 8).
   const DevMatrix& ma = j.wa;
   const DevMatrix& mb = kSwiglu ? j.wb : j.wa;
-  const int64_t wra = j.w_row0 + (out_a < j.n_out ? out_a : 0);  // rows past the end: row 0, never stored
-  const int64_t wrb = j.w_row0 + (out_b < j.n_out ? out_b : 0);
   const int64_t K = j.K;
   constexpr int64_t kBytes = F == kF32 ? 4 : stored(F) == kF8 ? 1 : 2;
-  const uint8_t* base_a = ma.data + (F == kF4 ? wra * (K / 2) : wra * K * kBytes);
-  const uint8_t* base_b = mb.data + (F == kF4 ? wrb * (K / 2) : wrb * K * kBytes);
-  int64_t srow_a = 0, srow_b = 0;
-  if constexpr (stored(F) == kF8) {
-    srow_a = (wra / (ma.block_rows > 0 ? ma.block_rows : 1)) * ma.scale_cols;
-    srow_b = (wrb / (mb.block_rows > 0 ? mb.block_rows : 1)) * mb.scale_cols;
-  } else if constexpr (F == kF4) {
-    srow_a = wra * ma.scale_cols;
-    srow_b = wrb * mb.scale_cols;
+  int64_t out_a[RG], out_b[RG], srow_a[RG], srow_b[RG];
+  const uint8_t* base_a[RG];
+  const uint8_t* base_b[RG];
+#pragma unroll
+  for (int r = 0; r < RG; ++r) {
+    const int rg = (warp / kp) * RG + r;
+    out_a[r] = kSwiglu ? j.o0 + rg * 8 + g : j.o0 + rg * 16 + g;
+    out_b[r] = kSwiglu ? out_a[r] : out_a[r] + 8;
+    const int64_t wra = j.w_row0 + (out_a[r] < j.n_out ? out_a[r] : 0);  // rows past the end: row 0, never stored
+    const int64_t wrb = j.w_row0 + (out_b[r] < j.n_out ? out_b[r] : 0);
+    base_a[r] = ma.data + (F == kF4 ? wra * (K / 2) : wra * K * kBytes);
+    base_b[r] = mb.data + (F == kF4 ? wrb * (K / 2) : wrb * K * kBytes);
+    srow_a[r] = srow_b[r] = 0;
+    if constexpr (stored(F) == kF8) {
+      srow_a[r] = (wra / (ma.block_rows > 0 ? ma.block_rows : 1)) * ma.scale_cols;
+      srow_b[r] = (wrb / (mb.block_rows > 0 ? mb.block_rows : 1)) * mb.scale_cols;
+    } else if constexpr (F == kF4) {
+      srow_a[r] = wra * ma.scale_cols;
+      srow_b[r] = wrb * mb.scale_cols;
+    }
   }
   // The lane's token of each 8-token tile (B column g).
   // (uint4 offsets: the split x of a call stays far below 2^32 records.)
@@ -240,27 +261,32 @@ __device__ __forceinline__ void tile(const Job& j, float* red) {
   // Piece i of lane t: columns k0(i) .. + CH of its rows (the same columns for every format).
   auto k0_of = [&](int64_t i) -> int64_t { return (i / P) * kSlabK + t * 32 + (i % P) * CH; };
   const int64_t nslab = (K + kSlabK - 1) / kSlabK;
-  auto load = [&](int64_t sl, uint4& ra, uint4& rb) {
+  auto load = [&](int64_t sl, uint4 (&ra)[RG], uint4 (&rb)[RG]) {
     const int64_t k0 = k0_of(sl);
     const int64_t off = F == kF4 ? k0 / 2 : k0 * kBytes;
-    if (k0 < K) {
-      ra = __ldg(reinterpret_cast<const uint4*>(base_a + off));
-      rb = __ldg(reinterpret_cast<const uint4*>(base_b + off));
-    } else {
-      ra = rb = make_uint4(0, 0, 0, 0);
+#pragma unroll
+    for (int r = 0; r < RG; ++r) {
+      if (k0 < K) {
+        ra[r] = __ldg(reinterpret_cast<const uint4*>(base_a[r] + off));
+        rb[r] = __ldg(reinterpret_cast<const uint4*>(base_b[r] + off));
+      } else {
+        ra[r] = rb[r] = make_uint4(0, 0, 0, 0);
+      }
     }
   };
 
-  float tot[NT][4];
+  float tot[RG][NT][4];
   const int64_t per = (nslab + ks - 1) / ks;  // slice s: slabs [s * per, (s + 1) * per)
   for (int s = ksi; s < ks; s += kp) {
-    float cur[NT][4];
+    float cur[RG][NT][4];
 #pragma unroll
-    for (int n = 0; n < NT; ++n)
+    for (int r = 0; r < RG; ++r)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) cur[n][e] = 0.0f;
+      for (int n = 0; n < NT; ++n)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) cur[r][n][e] = 0.0f;
     const int64_t sb = s * per * P, se = (s * per + per < nslab ? s * per + per : nslab) * P;  // pieces
-    uint4 buf[D][2];
+    uint4 buf[D][2][RG];
 #pragma unroll
     for (int d = 0; d < D; ++d)
       if (sb + d < se) load(sb + d, buf[d][0], buf[d][1]);
@@ -270,81 +296,92 @@ __device__ __forceinline__ void tile(const Job& j, float* red) {
       for (int d = 0; d < D; ++d) {
         const int64_t cs = sl + d;
         if (cs < se) {  // warp-uniform
-          const uint4 ra = buf[d][0], rb = buf[d][1];
+          uint4 ra[RG], rb[RG];
+#pragma unroll
+          for (int r = 0; r < RG; ++r) {
+            ra[r] = buf[d][0][r];
+            rb[r] = buf[d][1][r];
+          }
           if (cs + D < se) load(cs + D, buf[d][0], buf[d][1]);
           const int64_t k0 = k0_of(cs);
           const bool valid = k0 < K;
-          float sa = 1.0f, sb = 1.0f, Sa = 1.0f, Sb = 1.0f;
-          bool exact = false;
-          if constexpr (stored(F) == kF8 || F == kF4) {
-            if (valid) {
-              sa = scale_of<F>(ma, srow_a, k0);
-              sb = scale_of<F>(mb, srow_b, k0);
-            }
-            constexpr float kC = stored(F) == kF8 ? 0x1p120f : 0x1p126f;
-            Sa = sa * kC;
-            Sb = sb * kC;
-            exact = (fabsf(Sa) == INFINITY && fabsf(sa) != INFINITY) || (fabsf(Sb) == INFINITY && fabsf(sb) != INFINITY);
-          }
-          if constexpr (stored(F) == kF8) {
-            uint32_t nan = 0;  // any 0x7f / 0xff code (NaN in e4m3fn)
+          float sa[RG], sb[RG], Sa[RG], Sb[RG];
+          bool exact[RG];
 #pragma unroll
-            for (int i = 0; i < 4; ++i) {
-              nan |= __vcmpeq4(skinny::word_of(ra, i) & 0x7f7f7f7fu, 0x7f7f7f7fu);
-              nan |= __vcmpeq4(skinny::word_of(rb, i) & 0x7f7f7f7fu, 0x7f7f7f7fu);
+          for (int r = 0; r < RG; ++r) {
+            sa[r] = sb[r] = Sa[r] = Sb[r] = 1.0f;
+            bool ex = false;
+            if constexpr (stored(F) == kF8 || F == kF4) {
+              if (valid) {
+                sa[r] = scale_of<F>(ma, srow_a[r], k0);
+                sb[r] = scale_of<F>(mb, srow_b[r], k0);
+              }
+              constexpr float kC = stored(F) == kF8 ? 0x1p120f : 0x1p126f;
+              Sa[r] = sa[r] * kC;
+              Sb[r] = sb[r] * kC;
+              ex = (fabsf(Sa[r]) == INFINITY && fabsf(sa[r]) != INFINITY) ||
+                   (fabsf(Sb[r]) == INFINITY && fabsf(sb[r]) != INFINITY);
             }
-            exact |= nan != 0;
+            if constexpr (stored(F) == kF8) {
+              uint32_t nan = 0;  // any 0x7f / 0xff code (NaN in e4m3fn)
+#pragma unroll
+              for (int i = 0; i < 4; ++i) {
+                nan |= __vcmpeq4(skinny::word_of(ra[r], i) & 0x7f7f7f7fu, 0x7f7f7f7fu);
+                nan |= __vcmpeq4(skinny::word_of(rb[r], i) & 0x7f7f7f7fu, 0x7f7f7f7fu);
+              }
+              ex |= nan != 0;
+            }
+            exact[r] = __any_sync(0xffffffffu, ex);
           }
-          slab_mma<F, NT, kRaw>(ra, rb, sa, Sa, sb, Sb, __any_sync(0xffffffffu, exact),
-                                kRaw ? static_cast<const void*>(j.x) : static_cast<const void*>(j.xc), j.xlo, xoff,
-                                k0, split_index(k0), valid, cur);
+          slab_mma<F, NT, RG, kRaw>(ra, rb, sa, Sa, sb, Sb, exact,
+                                    kRaw ? static_cast<const void*>(j.x) : static_cast<const void*>(j.xc), j.xlo,
+                                    xoff, k0, split_index(k0), valid, cur);
         }
       }
     }
-    if (s == ksi) {
+#pragma unroll
+    for (int r = 0; r < RG; ++r)
 #pragma unroll
       for (int n = 0; n < NT; ++n)
 #pragma unroll
-        for (int e = 0; e < 4; ++e) tot[n][e] = cur[n][e];
-    } else {
+        for (int e = 0; e < 4; ++e) tot[r][n][e] = s == ksi ? cur[r][n][e] : tot[r][n][e] + cur[r][n][e];
+  }
+  if constexpr (RG == 1) {
+    if (kp > 1) {
+      // split: slice partials in ascending slice order (the same sums as seq's running total).
 #pragma unroll
       for (int n = 0; n < NT; ++n)
 #pragma unroll
-        for (int e = 0; e < 4; ++e) tot[n][e] += cur[n][e];
+        for (int e = 0; e < 4; ++e) red[((warp * NT + n) * 4 + e) * 32 + lane] = tot[0][n][e];
+      __syncthreads();
+      if (ksi != 0) return;
+      for (int i = 1; i < kp; ++i)
+#pragma unroll
+        for (int n = 0; n < NT; ++n)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) tot[0][n][e] += red[(((warp + i) * NT + n) * 4 + e) * 32 + lane];
     }
   }
-  if (kp > 1) {
-    // split: slice partials in ascending slice order (the same sums as seq's running total).
+  // C fragment: tot[r][n][0..1] row g (output a), tokens 8n + 2t, + 1; tot[r][n][2..3] row g + 8 (output b).
+#pragma unroll
+  for (int r = 0; r < RG; ++r)
 #pragma unroll
     for (int n = 0; n < NT; ++n)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) red[((warp * NT + n) * 4 + e) * 32 + lane] = tot[n][e];
-    __syncthreads();
-    if (ksi != 0) return;
-    for (int i = 1; i < kp; ++i)
-#pragma unroll
-      for (int n = 0; n < NT; ++n)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) tot[n][e] += red[(((warp + i) * NT + n) * 4 + e) * 32 + lane];
-  }
-  // C fragment: tot[n][0..1] row g (output a), tokens 8n + 2t, + 1; tot[n][2..3] row g + 8 (output b).
-#pragma unroll
-  for (int n = 0; n < NT; ++n)
-#pragma unroll
-    for (int c = 0; c < 2; ++c) {
-      const int64_t row = j.rb + n * 8 + 2 * t + c;
-      if (row >= j.re) continue;
-      if constexpr (kSwiglu) {
-        if (out_a >= j.n_out) continue;
-        const float v = tot[n][c], u = tot[n][c + 2];
-        const float gl = j.limit < v ? j.limit : v;                               // std::min(g, limit)
-        const float uc = u < -j.limit ? -j.limit : (j.limit < u ? j.limit : u);  // std::clamp(u, -limit, limit)
-        j.y[row * j.ldy + out_a] = skinny::silu_f(gl) * uc;
-      } else {
-        if (out_a < j.n_out) j.y[row * j.ldy + out_a] = tot[n][c];
-        if (out_b < j.n_out) j.y[row * j.ldy + out_b] = tot[n][c + 2];
+      for (int c = 0; c < 2; ++c) {
+        const int64_t row = j.rb + n * 8 + 2 * t + c;
+        if (row >= j.re) continue;
+        if constexpr (kSwiglu) {
+          if (out_a[r] >= j.n_out) continue;
+          const float v = tot[r][n][c], u = tot[r][n][c + 2];
+          const float gl = j.limit < v ? j.limit : v;                               // std::min(g, limit)
+          const float uc = u < -j.limit ? -j.limit : (j.limit < u ? j.limit : u);  // std::clamp(u, -limit, limit)
+          j.y[row * j.ldy + out_a[r]] = skinny::silu_f(gl) * uc;
+        } else {
+          if (out_a[r] < j.n_out) j.y[row * j.ldy + out_a[r]] = tot[r][n][c];
+          if (out_b[r] < j.n_out) j.y[row * j.ldy + out_b[r]] = tot[r][n][c + 2];
+        }
       }
-    }
 }
 
 // Shared memory of the split schedule's partials (8 warps x NT tiles x 4 x 32 lanes).
@@ -355,20 +392,20 @@ struct Red {
 
 // Outputs per row group, and row groups per CTA.
 __host__ __device__ constexpr int outs_per_group(bool swiglu) { return swiglu ? 8 : 16; }
-__host__ __device__ constexpr int groups_per_cta(bool seq, int ks) { return seq ? kWarps : kWarps / ks; }
+__host__ __device__ constexpr int groups_per_cta(bool seq, int ks, int rg) { return seq ? kWarps * rg : kWarps / ks; }
 
 // grid (token blocks * row tiles, 1, groups); block b: token block b % nb, row tile b / nb.
-template <int F, int NT, bool kRaw>
-__global__ void __launch_bounds__(kThreads, NT >= 8 ? 1 : 2)
+template <int F, int NT, int RG, bool kRaw>
+__global__ void __launch_bounds__(kThreads, NT * RG >= 8 ? 1 : 2)
     linear_tc_kernel(DevMatrix w, int64_t groups, const uint4* xc, const float* x, int64_t tokens, float* y, int64_t nb,
                      int ks, bool seq) {
-  __shared__ Red<NT> red;
+  __shared__ Red<RG == 1 ? NT : 1> red;  // the split schedule's (RG 1 only)
   const int64_t R = w.rows / groups, C = w.cols, gi = blockIdx.z;
   const int64_t b = blockIdx.x, tb = b % nb, rt = b / nb;
   Job j;
   j.wa = j.wb = w;
   j.w_row0 = gi * R;
-  j.o0 = rt * groups_per_cta(seq, ks) * outs_per_group(false);
+  j.o0 = rt * groups_per_cta(seq, ks, RG) * outs_per_group(false);
   j.n_out = R;
   j.K = C;
   j.xc = kRaw ? nullptr : xc + gi * split_row_records(C);
@@ -384,16 +421,16 @@ __global__ void __launch_bounds__(kThreads, NT >= 8 ? 1 : 2)
   j.limit = 0.0f;
   j.ks = ks;
   j.seq = seq;
-  tile<F, false, NT, kRaw>(j, red.v);
+  tile<F, false, NT, RG, kRaw>(j, red.v);
 }
 
 // grid (tiles, row tiles).
-template <int F, bool kSwiglu, int NT, bool kRaw>
-__global__ void __launch_bounds__(kThreads, NT >= 8 ? 1 : 2)
+template <int F, bool kSwiglu, int NT, int RG, bool kRaw>
+__global__ void __launch_bounds__(kThreads, NT * RG >= 8 ? 1 : 2)
     moe_tc_kernel(const DevMatrix* wa, const DevMatrix* wb, const MoeTile* tiles, const int32_t* tile_count,
                   int64_t identity_rows, const int32_t* row_src, const uint4* xc, int64_t x_rows, const float* x,
                   int64_t K, float* y, int64_t n_out, float limit, int ks, bool seq) {
-  __shared__ Red<NT> red;
+  __shared__ Red<RG == 1 ? NT : 1> red;
   int e = 0;
   int64_t rb = 0, re = 0;
   if (tiles) {
@@ -410,7 +447,7 @@ __global__ void __launch_bounds__(kThreads, NT >= 8 ? 1 : 2)
   j.wa = wa[e];
   j.wb = kSwiglu ? wb[e] : j.wa;
   j.w_row0 = 0;
-  j.o0 = static_cast<int64_t>(blockIdx.y) * groups_per_cta(seq, ks) * outs_per_group(kSwiglu);
+  j.o0 = static_cast<int64_t>(blockIdx.y) * groups_per_cta(seq, ks, RG) * outs_per_group(kSwiglu);
   j.n_out = n_out;
   j.K = K;
   j.xc = xc;
@@ -426,7 +463,7 @@ __global__ void __launch_bounds__(kThreads, NT >= 8 ? 1 : 2)
   j.limit = limit;
   j.ks = ks;
   j.seq = seq;
-  tile<F, kSwiglu, NT, kRaw>(j, red.v);
+  tile<F, kSwiglu, NT, RG, kRaw>(j, red.v);
 }
 
 // x [rows, groups * C] float32 -> per group, split_row_records(C) hi / mid records (Split::hm) in
@@ -457,19 +494,40 @@ int split_for(int64_t row_groups, int64_t nslab) {
 // 8-token tiles per CTA for a call of `rows` rows (or rows per expert).
 int tiles_for(int64_t rows) { return rows <= 8 ? 1 : rows <= 32 ? 4 : 8; }
 
+// 16-row groups a warp holds in the many-row (64-token) seq schedule: each x fragment then feeds
+// that many MMAs. Changes no bit (every output's MMA chain is the same); DEEPINFER_TC_ROWS_PER_WARP
+// (1 or 2) overrides the default for measurements. (4 spills over 1 KB a thread at 64 tokens.)
+int rows_per_warp() {
+  static const int rg = [] {
+    const char* v = std::getenv("DEEPINFER_TC_ROWS_PER_WARP");
+    const int n = v ? std::atoi(v) : 2;
+    return n == 1 ? 1 : 2;
+  }();
+  return rg;
+}
+
 }  // namespace tc
 
 }  // namespace
 
-// Opt-in (DEEPINFER_TC_GEMM=1): the 3-term split passes the op suite on the H200, but its third x
-// fragment halves the many-row throughput (BF16 below the CUDA-core tile at M = 2048; docs/perf.md);
-// on by default once that is tuned.
-bool tc_gemm_enabled() {
-  static const bool on = [] {
+TcPolicy tc_policy() {
+  static const TcPolicy p = [] {
     const char* v = std::getenv("DEEPINFER_TC_GEMM");
-    return v && v[0] != '\0' && v[0] != '0';
+    if (!v || v[0] == '\0' || std::string_view(v) == "auto") return TcPolicy::Auto;
+    return v[0] == '0' ? TcPolicy::Never : TcPolicy::Always;
   }();
-  return on;
+  return p;
+}
+
+// 8: from 8 rows a step is faster with the tensor cores (V4-Flash shape, batch 8: 5.55 against 5.82
+// ms); below, the CUDA-core tile streams the weights faster (batch 1: 3.3 against 2.1 ms).
+int64_t tc_min_rows() {
+  static const int64_t n = [] {
+    const char* v = std::getenv("DEEPINFER_TC_MIN_ROWS");
+    const long long r = v ? std::atoll(v) : 0;
+    return r > 0 ? static_cast<int64_t>(r) : int64_t{8};
+  }();
+  return n;
 }
 
 int tc_format(const DevMatrix& w) {
@@ -517,8 +575,11 @@ void launch_linear_tc(int fmt, const DevMatrix& w, int64_t groups, const float* 
   const int ks = tc::split_for(rgroups * groups, nslab);
   const int nt = tc::tiles_for(tokens);
   const int64_t nb = (tokens + 8 * nt - 1) / (8 * nt);
-  const bool seq = ks == 1 || (nt == 8 && ((rgroups + tc::kWarps - 1) / tc::kWarps) * nb * groups >= tc::kSeqMinCtas);
-  const int64_t per = tc::groups_per_cta(seq, ks);
+  const int rgw = nt == 8 ? tc::rows_per_warp() : 1;  // 16-row groups a warp holds in the seq schedule
+  const bool seq =
+      ks == 1 || (nt == 8 && ((rgroups + tc::kWarps * rgw - 1) / (tc::kWarps * rgw)) * nb * groups >= tc::kSeqMinCtas);
+  const int rg = seq ? rgw : 1;
+  const int64_t per = tc::groups_per_cta(seq, ks, rg);
   const int64_t rt = (rgroups + per - 1) / per;
   const dim3 grid(static_cast<unsigned>(rt * nb), 1, static_cast<unsigned>(groups));
   const bool raw = tc_reads_x(tokens, x);
@@ -527,17 +588,24 @@ void launch_linear_tc(int fmt, const DevMatrix& w, int64_t groups, const float* 
     if (cudaPeekAtLastError() != cudaSuccess) return;  // the caller's check reports it
   }
   const auto* x4 = static_cast<const uint4*>(xc);
-#define DEEPINFER_TC_LINEAR(F)                                                                                   \
-  if (raw)                                                                                                       \
-    launch(tc::linear_tc_kernel<F, 1, true>, grid, tc::kThreads, 0, w, groups, nullptr, x, tokens, y, nb, ks, seq);     \
-  else if (nt == 4)                                                                                              \
-    launch(tc::linear_tc_kernel<F, 4, false>, grid, tc::kThreads, 0, w, groups, x4, nullptr, tokens, y, nb, ks, seq);   \
-  else if (nt == 8)                                                                                              \
-    launch(tc::linear_tc_kernel<F, 8, false>, grid, tc::kThreads, 0, w, groups, x4, nullptr, tokens, y, nb, ks, seq);   \
-  else                                                                                                           \
-    launch(tc::linear_tc_kernel<F, 1, false>, grid, tc::kThreads, 0, w, groups, x4, nullptr, tokens, y, nb, ks, seq);
+#define DEEPINFER_TC_LINEAR_K(F, NT, RG, RAW)                                                                     \
+  launch(tc::linear_tc_kernel<F, NT, RG, RAW>, grid, tc::kThreads, 0, w, groups, RAW ? nullptr : x4, RAW ? x : nullptr, \
+         tokens, y, nb, ks, seq);
+#define DEEPINFER_TC_LINEAR(F)                 \
+  if (raw) {                                   \
+    DEEPINFER_TC_LINEAR_K(F, 1, 1, true)       \
+  } else if (nt == 4) {                        \
+    DEEPINFER_TC_LINEAR_K(F, 4, 1, false)      \
+  } else if (nt == 8 && rg == 2) {             \
+    DEEPINFER_TC_LINEAR_K(F, 8, 2, false)      \
+  } else if (nt == 8) {                        \
+    DEEPINFER_TC_LINEAR_K(F, 8, 1, false)      \
+  } else {                                     \
+    DEEPINFER_TC_LINEAR_K(F, 1, 1, false)      \
+  }
   DEEPINFER_TC_FORMATS(DEEPINFER_TC_LINEAR)
 #undef DEEPINFER_TC_LINEAR
+#undef DEEPINFER_TC_LINEAR_K
 }
 
 int tc_moe_tile_rows(int64_t rows_per_expert) { return 8 * tc::tiles_for(rows_per_expert); }
@@ -553,7 +621,8 @@ void launch_moe_gemm_tc(bool swiglu, int fmt, const DevMatrix* wa, const DevMatr
   const int ks = tc::split_for(routed ? 8 * rgroups : rgroups, nslab);
   const int nt = tile_rows / 8;
   const bool seq = nt == 8 || ks == 1;
-  const int64_t per = tc::groups_per_cta(seq, ks);
+  const int rg = nt == 8 ? tc::rows_per_warp() : 1;
+  const int64_t per = tc::groups_per_cta(seq, ks, rg);
   const dim3 grid(static_cast<unsigned>(grid_tiles), static_cast<unsigned>((rgroups + per - 1) / per));
   const bool raw = tc_reads_x(tile_rows, x);
   if (!raw) {
@@ -561,18 +630,20 @@ void launch_moe_gemm_tc(bool swiglu, int fmt, const DevMatrix* wa, const DevMatr
     if (cudaPeekAtLastError() != cudaSuccess) return;
   }
   const auto* x4 = static_cast<const uint4*>(xc);
-#define DEEPINFER_TC_MOE_K(F, S, NT, RAW)                                                                       \
-  launch(tc::moe_tc_kernel<F, S, NT, RAW>, grid, tc::kThreads, 0, wa, wb, tiles, tile_count, identity_rows, row_src, x4,      \
-                                                           x_rows, x, K, y, n_out, limit, ks, seq);
+#define DEEPINFER_TC_MOE_K(F, S, NT, RG, RAW)                                                                       \
+  launch(tc::moe_tc_kernel<F, S, NT, RG, RAW>, grid, tc::kThreads, 0, wa, wb, tiles, tile_count, identity_rows, row_src, \
+         x4, x_rows, x, K, y, n_out, limit, ks, seq);
 #define DEEPINFER_TC_MOE_S(F, S)                    \
   if (raw) {                                        \
-    DEEPINFER_TC_MOE_K(F, S, 1, true)               \
+    DEEPINFER_TC_MOE_K(F, S, 1, 1, true)            \
   } else if (nt == 4) {                             \
-    DEEPINFER_TC_MOE_K(F, S, 4, false)              \
+    DEEPINFER_TC_MOE_K(F, S, 4, 1, false)           \
+  } else if (nt == 8 && rg == 2) {                  \
+    DEEPINFER_TC_MOE_K(F, S, 8, 2, false)           \
   } else if (nt == 8) {                             \
-    DEEPINFER_TC_MOE_K(F, S, 8, false)              \
+    DEEPINFER_TC_MOE_K(F, S, 8, 1, false)           \
   } else {                                          \
-    DEEPINFER_TC_MOE_K(F, S, 1, false)              \
+    DEEPINFER_TC_MOE_K(F, S, 1, 1, false)           \
   }
 #define DEEPINFER_TC_MOE(F)         \
   if (swiglu) {                     \
