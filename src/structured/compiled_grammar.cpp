@@ -12,6 +12,11 @@ namespace {
 
 // Inlining a non-recursive rule larger than this (in expression nodes) keeps it as a call.
 constexpr size_t kInlineLimit = 20000;
+// A rule whose subset construction stops (too many DFA states, or too much work) is matched as an
+// NFA, whose every live state costs each byte of each token: up to this many states. Above it the
+// grammar is refused, since matching would stall decoding (([a-z]{0,200}){0,200}, 40,000 states:
+// 24 ms a byte).
+constexpr size_t kMaxNfaRuleStates = 4096;
 
 size_t expr_size(const Expr& e) {
   size_t n = 1;
@@ -144,6 +149,9 @@ std::shared_ptr<const CompiledGrammar> CompiledGrammar::compile(const Grammar& g
       for (auto& ref : st.refs) ref.rule = ensure(ref.rule);
     }
     auto dfa = determinize(nfa, 20000);
+    if (!dfa && nfa.states.size() > kMaxNfaRuleStates)
+      throw_unsupported("size", fmt::format("a rule needs more than 20000 DFA states and its NFA has {} states "
+                                            "(at most {})", nfa.states.size(), kMaxNfaRuleStates));
     fsms.push_back(dfa ? minimize(trim(*dfa)) : std::move(nfa));
   }
   const int m = static_cast<int>(fsms.size());

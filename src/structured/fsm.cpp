@@ -352,7 +352,13 @@ std::optional<Fsm> determinize(const Fsm& nfa, size_t max_states) {
   Fsm dfa;
   std::unordered_map<std::vector<int32_t>, int32_t, VectorHash> index;
   std::vector<std::vector<int32_t>> subsets;
+  // The subsets' total size is bounded too, not only their count: (x{0,45}){0,45} has ~2,000
+  // states whose subsets hold ~1,000 NFA states each, which sorting made a 10-second compile.
+  const size_t budget = std::max<size_t>(max_states, 1) * 64;
+  size_t work = 0;
   auto intern = [&](std::vector<int32_t> subset) -> std::optional<int32_t> {
+    work += subset.size();
+    if (work > budget) return std::nullopt;
     std::sort(subset.begin(), subset.end());
     subset.erase(std::unique(subset.begin(), subset.end()), subset.end());
     auto it = index.find(subset);

@@ -44,7 +44,7 @@ inline constexpr size_t kMaxFsmStates = 200000;
 // are kept. Throws GrammarError(kUnsupported) when the automaton would exceed `max_states`.
 Fsm build_nfa(const Expr& expr, size_t max_states = kMaxFsmStates);
 // Subset construction (reference edges are treated as symbols). Returns nullopt when the result
-// would exceed `max_states`.
+// would exceed `max_states`, or its subsets together 64 x `max_states` NFA states (the work bound).
 std::optional<Fsm> determinize(const Fsm& nfa, size_t max_states = kMaxFsmStates);
 // Partition refinement: states start in one class and are split by their signature (written
 // into `sig` from the current classes) until no signature changes or `max_rounds` rounds ran.

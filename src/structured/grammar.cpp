@@ -123,6 +123,12 @@ ExprPtr make_repeat(ExprPtr inner, uint32_t min, uint32_t max) {
     if (b == kUnbounded && max == kUnbounded && min >= 1 && uint64_t{a} * min <= kMaxFoldedRepeat)
       return make_repeat(x, a * min, kUnbounded);
     if (b == kUnbounded && a <= 1 && min == 0) return make_repeat(x, 0, kUnbounded);
+    // Bounded on both levels: (x{a,b}){c,d} = x{ca,db} when the counts k copies give, [ka, kb]
+    // for k = c .. d, leave no gap: (k+1)a <= kb + 1, tightest at k = c. (x{0,45}){0,45} would
+    // otherwise be 45 copies of a body with 45 exits, a 10-second determinisation.
+    if (b != kUnbounded && max != kUnbounded && uint64_t{max} * b <= kMaxFoldedRepeat &&
+        (min == max || uint64_t{min} * (b - a) + 1 >= a))
+      return make_repeat(x, a * min, b * max);
   }
   Expr e;
   e.kind = Expr::Kind::kRepeat;
