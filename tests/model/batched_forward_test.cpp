@@ -70,15 +70,8 @@ void expect_as_alone(const model::CausalLM& m, const Trace& together, const Trac
   }
   for (size_t r = 0; r < alone.rows.size(); ++r) {
     const auto& a = alone.rows[r];
-    const auto& b = together.rows[r];
-    ASSERT_EQ(a.size(), b.size());
-    double diff = 0, range = 0;
-    for (size_t i = 0; i < a.size(); ++i) {
-      const double d = std::fabs(static_cast<double>(a[i]) - b[i]);
-      diff = std::isnan(d) ? INFINITY : std::max(diff, d);  // a NaN fails the row
-      range = std::max(range, std::fabs(static_cast<double>(a[i])));
-    }
-    ASSERT_LE(diff, 1e-3 * (1.0 + range)) << what << ", row " << r;
+    double diff = 0;
+    ASSERT_TRUE(testing_util::within_gemm_rounding(a, together.rows[r], &diff)) << what << ", row " << r << ": " << diff;
     if (together.ids[r] != alone.ids[r]) {
       std::vector<float> top(a);
       std::partial_sort(top.begin(), top.begin() + 2, top.end(), std::greater<float>());

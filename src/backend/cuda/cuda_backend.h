@@ -241,6 +241,7 @@ class CudaBackend final : public backend::Backend {
   // (gemm_kernels.h: TcPolicy).
   bool tensor_cores_for(int64_t rows) const;
   bool tensor_cores_for_experts(int64_t routed_rows, int64_t experts) const;
+  bool tensor_cores_when(bool auto_choice) const;
   // scratch() slots of the tensor-core GEMM's split activations (this one and the next).
   static constexpr int kTcScratch = 3;
 

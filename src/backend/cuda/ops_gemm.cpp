@@ -81,23 +81,23 @@ const CudaBackend::ExpertTable& CudaBackend::expert_table(std::span<const backen
   return t;
 }
 
-bool CudaBackend::tensor_cores_for(int64_t rows) const {
+// DEEPINFER_TC_GEMM pins a kernel; otherwise the default mode takes `auto_choice` and batch
+// invariance the CUDA-core tile.
+bool CudaBackend::tensor_cores_when(bool auto_choice) const {
   switch (tc_policy()) {
     case TcPolicy::Never: return false;
     case TcPolicy::Always: return true;
-    default: return !options_.batch_invariant && rows >= tc_min_rows();
+    default: return !options_.batch_invariant && auto_choice;
   }
 }
+
+bool CudaBackend::tensor_cores_for(int64_t rows) const { return tensor_cores_when(rows >= tc_min_rows()); }
 
 // The routed experts from more than 2 rows per expert on average (V4-Flash: past ~85 tokens): at
 // 128 decode tokens (3 rows an expert) the tensor cores save 10% of the step, at 32 they cost 20%
 // (docs/perf.md, session 14).
 bool CudaBackend::tensor_cores_for_experts(int64_t routed_rows, int64_t experts) const {
-  switch (tc_policy()) {
-    case TcPolicy::Never: return false;
-    case TcPolicy::Always: return true;
-    default: return !options_.batch_invariant && routed_rows > 2 * std::max<int64_t>(experts, 1);
-  }
+  return tensor_cores_when(routed_rows > 2 * std::max<int64_t>(experts, 1));
 }
 
 bool CudaBackend::batching_keeps_bits() const { return options_.batch_invariant || tc_policy() != TcPolicy::Auto; }
@@ -271,7 +271,7 @@ void CudaBackend::moe_experts_filled(const backend::MoeWeights& w, TensorView x,
   }
   const ExpertTable* table = routed > 0 ? &expert_table(w.experts, D) : nullptr;
   // The tensor-core GEMM where the matrices allow it and tensor_cores_for the rows: the shared
-  // expert's T, the routed experts' average rows per expert (gemm_kernels.h).
+  // expert's T, the routed experts' rows per expert (tensor_cores_for_experts).
   const bool tc_shared = tensor_cores_for(T);
   const int f_shared_gu = w.shared.w1 && tc_shared ? all_tc({&s1, &s3}) : -1;
   const int f_shared_down = w.shared.w1 && tc_shared ? all_tc({&s2}) : -1;
