@@ -382,10 +382,11 @@ class Backend {
                            std::span<const SeqSlice> seqs, const StateStorage& state, TensorView hash_ids);
 };
 
-// How a device backend spreads sparse attention's fixed splits over the GPU (cuda/step_plan.h):
-// Auto lets each step's plan choose; Split and Fused force one schedule (tests and benchmarks).
-// Every schedule gives the same bits. The CPU ignores it.
-enum class AttentionSchedule { Auto, Split, Fused };
+// How a device backend runs sparse attention (cuda/step_plan.h, ops_attention.cpp): Auto lets each
+// step choose; Split and Fused force one of the two CUDA-core schedules (the same bits either way);
+// TensorCores forces the tensor-core kernel (float32 precision, other low bits; where a head size
+// does not fit it, Fused). Tests and benchmarks pin them. The CPU ignores it.
+enum class AttentionSchedule { Auto, Split, Fused, TensorCores };
 
 struct BackendOptions {
   bool batch_invariant = false;

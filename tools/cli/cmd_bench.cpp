@@ -383,11 +383,13 @@ int run_bench(const Args& a) {
   model::LoadOptions options;
   options.device = a.device;
   options.enforce_eager = a.enforce_eager;
-  DEEPINFER_CHECK(a.attention_schedule == "auto" || a.attention_schedule == "split" || a.attention_schedule == "fused",
-                  "--attention-schedule is auto, split or fused, not '{}'", a.attention_schedule);
-  options.attention_schedule = a.attention_schedule == "split"   ? backend::AttentionSchedule::Split
-                               : a.attention_schedule == "fused" ? backend::AttentionSchedule::Fused
-                                                                 : backend::AttentionSchedule::Auto;
+  DEEPINFER_CHECK(a.attention_schedule == "auto" || a.attention_schedule == "split" || a.attention_schedule == "fused" ||
+                      a.attention_schedule == "tensor-cores",
+                  "--attention-schedule is auto, split, fused or tensor-cores, not '{}'", a.attention_schedule);
+  options.attention_schedule = a.attention_schedule == "split"          ? backend::AttentionSchedule::Split
+                               : a.attention_schedule == "fused"        ? backend::AttentionSchedule::Fused
+                               : a.attention_schedule == "tensor-cores" ? backend::AttentionSchedule::TensorCores
+                                                                        : backend::AttentionSchedule::Auto;
   options.top_k_ties = a.ties == "lower" ? model::TopKTies::LowerIndex : model::TopKTies::Reference;
   auto t = Clock::now();
   auto m = model::load_model(a.model, options);
@@ -480,8 +482,9 @@ const CommandRegistration kRegistration{{
                    "launch every decode step kernel by kernel (default: CUDA graphs after the first two steps of "
                    "a batch size, which the warm-up steps take)");
       sub.add_option("--attention-schedule", args->attention_schedule,
-                     "how sparse attention spreads over the GPU: auto (the step plan chooses), split (a CTA per "
-                     "128-key split, then a combine) or fused (one CTA per token and head); the same bits every way")
+                     "how sparse attention runs on the GPU: auto (by the step's tokens), split (CUDA cores, a CTA per "
+                     "128-key split, then a combine), fused (CUDA cores, one CTA per token and head; the same bits "
+                     "as split) or tensor-cores (32 heads of a token per CTA; float32 precision, other low bits)")
           ->capture_default_str();
       sub.add_flag("--profile", args->profile,
                    "run one more decode step per batch size inside a profiler range (ncu --profile-from-start off)");

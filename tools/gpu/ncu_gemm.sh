@@ -4,7 +4,9 @@
 # kernels of one decode step of the V4-Flash-shaped bench model, in ONE device call (after
 # tools/gpu/build.sh here; the device tool: carry [".gpu"]):
 #
-#   tools/gpu/ncu_gemm.sh            # BATCH=1 (default) or BATCH=32; KERNELS: an ncu -k regex
+#   tools/gpu/ncu_gemm.sh            # BATCH=1 (default) or BATCH=32; KERNELS: an ncu -k regex;
+#                                    # PREFILL=2048: one prefill of that many tokens instead of decode;
+#                                    # LAUNCH_COUNT=N: the first N matching launches only
 #
 # Writes $OUT/ncu_gemm.txt (the report) and $OUT/ncu_gemm.ncu-rep (open in Nsight Compute).
 set -uo pipefail
@@ -15,13 +17,17 @@ mkdir -p "$out"
 src=/tmp/dsv4/src-ours
 [ -f "$src/config.json" ] || python3 tools/peer/dsv4_make_ckpt.py --out "$src" --ratios 4,128,4,128 \
   --tokenizer-dir tests/data/tokenizers/deepseek-v3 > "$out/gen.log" 2>&1 || { tail "$out/gen.log"; exit 1; }
+# A decode step inside the bench's profiler range; a prefill (no range: the whole run, so use
+# LAUNCH_COUNT) otherwise.
+if [ -n "${PREFILL:-}" ]; then shape=(--batch none --prefill "$PREFILL" --prefill-runs 1) range=(--profile-from-start on)
+else shape=(--batch "${BATCH:-1}" --context 4096 --prefill none --steps 1 --warmup 1 --profile) range=(--profile-from-start off); fi
 ncu=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
 [ -n "$ncu" ] || { echo "no ncu on this machine"; exit 1; }
-"$ncu" --profile-from-start off --clock-control none -k "regex:${KERNELS:-linear_kernel|moe_gemm_kernel}" \
+"$ncu" "${range[@]}" --clock-control none -k "regex:${KERNELS:-linear_kernel|moe_gemm_kernel}" \
   --section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats --section Occupancy \
   --section LaunchStats --section SchedulerStats --section SourceCounters --export "$out/ncu_gemm" --force-overwrite \
-  "$root/.gpu/deepinfer" bench --model "$src" --device cuda --batch "${BATCH:-1}" --context 4096 --prefill none \
-  --steps 1 --warmup 1 --profile > "$out/ncu_run.txt" 2>&1
+  ${LAUNCH_COUNT:+-c "$LAUNCH_COUNT"} "$root/.gpu/deepinfer" bench --model "$src" --device cuda "${shape[@]}" \
+  > "$out/ncu_run.txt" 2>&1
 echo "ncu rc $?"
 "$ncu" --import "$out/ncu_gemm.ncu-rep" --page details --print-units base > "$out/ncu_gemm.txt" 2>&1
 "$ncu" --import "$out/ncu_gemm.ncu-rep" --page raw --csv --metrics gpu__time_duration.sum,dram__bytes_read.sum,launch__grid_size,launch__registers_per_thread,sm__warps_active.avg.pct_of_peak_sustained_active \

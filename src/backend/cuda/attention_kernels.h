@@ -3,6 +3,8 @@
 // and sparse attention. Plain functions over device pointers, callable from g++ code; each launches
 // on the calling thread's stream (launch_control.h) and returns without synchronising (the caller
 // checks the launch).
+#include <cuda_runtime.h>
+
 #include <cstdint>
 
 #include "backend/cuda/device_types.h"
@@ -96,5 +98,13 @@ constexpr int64_t kMaxFusedAttentionSplits = 12;
 // same bits either way (step_plan.h).
 void launch_sparse_attention(const SparseAttentionArgs& a, int64_t t0, int64_t tokens, int64_t splits, bool fused,
                              float* part_m, float* part_l, float* part_o);
+
+// The same attention on the tensor cores (tc_attention.cu): tokens [t0, t0 + tokens), 32 heads a
+// CTA, float32 precision through split TF32 operands but not the CUDA-core kernels' bits. For head
+// sizes with sparse_attention_tc_supports; prepare_sparse_attention_tc(hd) before the first launch
+// on a device (it needs more than 48 KB of shared memory).
+bool sparse_attention_tc_supports(int64_t hd);
+cudaError_t prepare_sparse_attention_tc(int64_t hd);
+void launch_sparse_attention_tc(const SparseAttentionArgs& a, int64_t t0, int64_t tokens);
 
 }  // namespace deepinfer::cuda

@@ -242,6 +242,9 @@ class CudaBackend final : public backend::Backend {
   bool tensor_cores_for(int64_t rows) const;
   bool tensor_cores_for_experts(int64_t routed_rows, int64_t experts) const;
   bool tensor_cores_when(bool auto_choice) const;
+  // Whether sparse attention over `tokens` tokens of head size hd runs on the tensor cores
+  // (ops_attention.cpp).
+  bool attention_on_tensor_cores(int64_t tokens, int64_t hd) const;
   // scratch() slots of the tensor-core GEMM's split activations (this one and the next).
   static constexpr int kTcScratch = 3;
 

@@ -41,7 +41,8 @@ struct StepPlan {
   // every split of a pair in one CTA.
   bool fused_attention(int64_t pairs, int64_t splits) const {
     if (splits > kMaxFusedAttentionSplits || attention == backend::AttentionSchedule::Split) return false;
-    if (attention == backend::AttentionSchedule::Fused) return true;
+    if (attention == backend::AttentionSchedule::Fused || attention == backend::AttentionSchedule::TensorCores)
+      return true;  // TensorCores here: a head size the tensor-core kernel does not take
     // Measured on the H200 (docs/perf.md, session 12), V4-Flash shapes at 4K context, two runs:
     // at 16 pairs per SM (batch 32) the fused schedule was 2.5-3% slower per step than split (its
     // CTAs' serial splits leave loads out of flight); at 62 (batch 128) 4% faster in one run and

@@ -1,0 +1,271 @@
+// Sparse attention on the tensor cores (launch_sparse_attention_tc): V4 has ONE KV head shared by
+// every query head, so the heads of a token are the M side of an MMA against its key list.
+//
+// A CTA takes one token and 32 of its heads (kHeadsPerCta; a last group may be partial) and walks
+// the token's keys (window, then entries, in the order of the CUDA-core kernels) in tiles of 64:
+//  1. the tile's keys are gathered into shared memory (rows a selection leaves empty, or past the
+//     token's own count, are zero and masked);
+//  2. S = Q K^T (32 x 64) on the tensor cores, scaled; masked keys -> -inf;
+//  3. an online softmax per head over the tile (max, rescale of the running sum and output);
+//  4. O += P V (32 x head_dim), V being the same shared tile (K and V are one vector in V4).
+// The sink logit takes mass at the end and is dropped, as in combine_splits.
+//
+// Precision: mma.sync m16n8k8 TF32 with every operand split in two TF32 parts (big = x rounded to
+// TF32, small = x - big rounded again) and three MMAs per product (small*big, big*small, big*big):
+// about float32's precision (the dropped small*small term is ~2^-22 relative), not its bits. The
+// softmax runs in float32 on the CUDA cores. A row's result depends only on its own token's
+// keys, so batching never changes it; it differs from the CUDA-core kernels in the low bits (a
+// different summation order), which is why the backend only picks it where those may differ
+// (ops_attention.cpp).
+//
+// Shared memory (head_dim 512): Q 32 x 516 floats (66 KB), the key tile 64 x 516 (132 KB), P
+// 32 x 68 (8.7 KB): one CTA of 8 warps per SM. Row strides of 4 mod 32 floats make the fragment
+// loads of steps 2 and 4's P operand conflict-free; step 4's V loads see 2-way conflicts.
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "backend/cuda/attention_kernels.h"
+#include "backend/cuda/launch.cuh"
+#include "backend/cuda/state_math.cuh"
+
+namespace deepinfer::cuda {
+
+namespace {
+
+constexpr int kWarps = 8, kThreads = 32 * kWarps;
+constexpr int kHeadsPerCta = 32;  // two 16-row MMA tiles
+constexpr int kTileKeys = 64;
+constexpr int kPStride = kTileKeys + 4;
+constexpr int kMaxDimTilesPerWarp = static_cast<int>(kMaxAttentionHeadDim / 8 / 4);  // step 4: 4 warps share the dims
+
+__host__ __device__ constexpr int64_t row_stride(int64_t hd) { return hd + 4; }
+
+size_t shared_bytes(int64_t hd) {
+  return static_cast<size_t>((kHeadsPerCta + kTileKeys) * row_stride(hd) + kHeadsPerCta * kPStride) * sizeof(float) +
+         static_cast<size_t>(kTileKeys) * sizeof(int32_t) + static_cast<size_t>(kHeadsPerCta) * sizeof(float);
+}
+
+__device__ __forceinline__ uint32_t to_tf32(float x) {
+  uint32_t r;
+  asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(r) : "f"(x));
+  return r;
+}
+
+// x as big + small TF32 parts.
+__device__ __forceinline__ void split_tf32(float x, uint32_t& big, uint32_t& small) {
+  big = to_tf32(x);
+  small = to_tf32(x - __uint_as_float(big));
+}
+
+__device__ __forceinline__ void mma_tf32(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// An A fragment (16 x 8: rows g, g + 8, columns t, t + 4 of lane (g, t)) split once for the MMAs
+// it feeds.
+struct SplitA {
+  uint32_t big[4], small[4];
+  __device__ __forceinline__ explicit SplitA(const float (&a)[4]) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) split_tf32(a[i], big[i], small[i]);
+  }
+};
+
+// d += A B for B (8 x 8: rows t, t + 4, column g) in float32: three MMAs, small terms first.
+__device__ __forceinline__ void mma_3xtf32(float (&d)[4], const SplitA& a, float b0, float b1) {
+  uint32_t bb0, bs0, bb1, bs1;
+  split_tf32(b0, bb0, bs0);
+  split_tf32(b1, bb1, bs1);
+  mma_tf32(d, a.small, bb0, bb1);
+  mma_tf32(d, a.big, bs0, bs1);
+  mma_tf32(d, a.big, bb0, bb1);
+}
+
+// Key j of a token's list (window rows first, then entries), or null where a selection is empty.
+__device__ __forceinline__ const float* key_row(const SparseAttentionArgs& a, const DeviceSeq& seq, int64_t t,
+                                                int64_t p0, int64_t nwin, const float* ring, int64_t j) {
+  if (j < nwin) {
+    const int64_t p = p0 + j;
+    return p < seq.start ? ring + (p % a.window) * a.hd : a.kv + (seq.begin + p - seq.start) * a.hd;
+  }
+  int64_t e = j - nwin;
+  if (a.selected) {
+    e = a.selected[t * a.k_sel + e];
+    if (e < 0) return nullptr;
+  }
+  return dev_entry(a.st, seq, a.blocks, a.entries, e);
+}
+
+__global__ void __launch_bounds__(kThreads, 1) sparse_attention_tc_kernel(SparseAttentionArgs a, int64_t t0) {
+  extern __shared__ float smem[];
+  const int64_t hd = a.hd, rs = row_stride(hd);
+  float* q_s = smem;                                  // [32, rs]
+  float* k_s = q_s + kHeadsPerCta * rs;               // [64, rs]
+  float* p_s = k_s + kTileKeys * rs;                  // [32, kPStride]
+  auto* valid_s = reinterpret_cast<int32_t*>(p_s + kHeadsPerCta * kPStride);  // [64]
+  float* corr_s = reinterpret_cast<float*>(valid_s + kTileKeys);             // [32]
+
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane / 4, tg = lane % 4;
+  const int64_t groups = (a.H + kHeadsPerCta - 1) / kHeadsPerCta;
+  const int64_t t = t0 + blockIdx.x / groups, h0 = (blockIdx.x % groups) * kHeadsPerCta;
+  const int64_t heads = a.H - h0 < kHeadsPerCta ? a.H - h0 : kHeadsPerCta;
+
+  const DeviceSeq seq = a.seqs[seq_of_token(a.seqs, a.nseq, t)];
+  const int64_t pos = seq.start + (t - seq.begin);
+  const int64_t p0 = pos - a.window + 1 > seq.window_floor ? pos - a.window + 1 : seq.window_floor;
+  const int64_t nwin = pos - p0 + 1;
+  const int64_t nkeys = nwin + (!a.has_entries ? 0 : a.selected ? a.k_sel : (pos + 1) / a.entries.rate);
+  const float* ring = a.st.slots + static_cast<int64_t>(seq.slot) * a.st.slot_elems + a.window_offset;
+
+  // Q of the CTA's heads (rows past the last head are zero).
+  for (int64_t i = threadIdx.x; i < kHeadsPerCta * hd; i += kThreads) {
+    const int64_t r = i / hd, c = i % hd;
+    q_s[r * rs + c] = r < heads ? a.q[(t * a.H + h0 + r) * hd + c] : 0.0f;
+  }
+
+  // Step 2's warp tile: heads 16 mh .., keys 16 nk ..; step 4's: heads 16 mh .., dim tiles nd + 4 i.
+  const int mh = warp & 1, nk = warp >> 1, nd = warp >> 1;
+  const int dim_tiles = static_cast<int>(hd / 8);
+  float o[kMaxDimTilesPerWarp][4];
+#pragma unroll
+  for (int i = 0; i < kMaxDimTilesPerWarp; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
+  // The running max and sum of head threadIdx.x / 8 (held by its 8 threads alike).
+  float m_run = neg_inf(), l_run = 0.0f;
+
+  for (int64_t base = 0; base < nkeys; base += kTileKeys) {
+    // 1. Gather the tile: warp w takes keys w, w + 8, ...
+    for (int r = warp; r < kTileKeys; r += kWarps) {
+      const int64_t j = base + r;
+      const float* key = j < nkeys ? key_row(a, seq, t, p0, nwin, ring, j) : nullptr;
+      float* dst = k_s + r * rs;
+      if (key == nullptr) {
+        for (int64_t c = lane; c < hd; c += 32) dst[c] = 0.0f;
+      } else if ((hd & 3) == 0 && (reinterpret_cast<uintptr_t>(key) & 15) == 0) {
+        for (int64_t c = 4 * lane; c < hd; c += 128)
+          *reinterpret_cast<float4*>(dst + c) = *reinterpret_cast<const float4*>(key + c);
+      } else {
+        for (int64_t c = lane; c < hd; c += 32) dst[c] = key[c];
+      }
+      if (lane == 0) valid_s[r] = key != nullptr;
+    }
+    __syncthreads();
+
+    // 2. S = Q K^T for the warp's 16 heads x 16 keys, over head_dim in steps of 8.
+    float s[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
+    {
+      const float* qa = q_s + (16 * mh + g) * rs + tg;
+      const float* kb = k_s + (16 * nk + g) * rs + tg;
+#pragma unroll 4
+      for (int64_t k = 0; k < hd; k += 8) {
+        const SplitA qa_frag({qa[k], qa[8 * rs + k], qa[k + 4], qa[8 * rs + k + 4]});
+#pragma unroll
+        for (int n = 0; n < 2; ++n) mma_3xtf32(s[n], qa_frag, kb[8 * n * rs + k], kb[8 * n * rs + k + 4]);
+      }
+    }
+#pragma unroll
+    for (int n = 0; n < 2; ++n)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int row = 16 * mh + g + 8 * (i / 2), col = 16 * nk + 8 * n + 2 * tg + i % 2;
+        p_s[row * kPStride + col] = valid_s[col] ? s[n][i] * a.scale : neg_inf();
+      }
+    __syncthreads();
+
+    // 3. Online softmax: head threadIdx.x / 8, keys 8 (threadIdx.x % 8) .. + 7.
+    {
+      const int row = threadIdx.x / 8, c0 = 8 * (threadIdx.x % 8);
+      float* pr = p_s + row * kPStride + c0;
+      float mx = neg_inf();
+#pragma unroll
+      for (int c = 0; c < 8; ++c) mx = fmaxf(mx, pr[c]);
+#pragma unroll
+      for (int off = 4; off > 0; off >>= 1) mx = fmaxf(mx, __shfl_xor_sync(kFull, mx, off));
+      const float m_new = fmaxf(m_run, mx);
+      // A tile with no key of this head's row yet (m_new = -inf) leaves everything as it is.
+      const float corr = m_new == neg_inf() ? 1.0f : expf(m_run - m_new);
+      float sum = 0.0f;
+#pragma unroll
+      for (int c = 0; c < 8; ++c) {
+        const float p = m_new == neg_inf() ? 0.0f : expf(pr[c] - m_new);
+        pr[c] = p;
+        sum += p;
+      }
+#pragma unroll
+      for (int off = 4; off > 0; off >>= 1) sum += __shfl_xor_sync(kFull, sum, off);
+      l_run = l_run * corr + sum;
+      m_run = m_new;
+      if (threadIdx.x % 8 == 0) corr_s[row] = corr;
+    }
+    __syncthreads();
+
+    // 4. O = O * corr + P V for the warp's 16 heads x dim tiles nd, nd + 4, ...
+    {
+      const float c_lo = corr_s[16 * mh + g], c_hi = corr_s[16 * mh + g + 8];
+#pragma unroll
+      for (int i = 0; i < kMaxDimTilesPerWarp; ++i) {
+        o[i][0] *= c_lo;
+        o[i][1] *= c_lo;
+        o[i][2] *= c_hi;
+        o[i][3] *= c_hi;
+      }
+      const float* pa = p_s + (16 * mh + g) * kPStride + tg;
+#pragma unroll
+      for (int k = 0; k < kTileKeys; k += 8) {
+        const SplitA pa_frag({pa[k], pa[8 * kPStride + k], pa[k + 4], pa[8 * kPStride + k + 4]});
+        const float* vb = k_s + (k + tg) * rs + g;
+#pragma unroll
+        for (int i = 0; i < kMaxDimTilesPerWarp; ++i) {
+          const int tile = nd + 4 * i;
+          if (tile < dim_tiles) mma_3xtf32(o[i], pa_frag, vb[8 * tile], vb[4 * rs + 8 * tile]);
+        }
+      }
+    }
+    __syncthreads();  // the tile and P are rewritten next
+  }
+
+  // The sink takes its share of the mass: out = O e^(m - M) / (l e^(m - M) + e^(sink - M)).
+  if (threadIdx.x % 8 == 0) {
+    corr_s[threadIdx.x / 8] = m_run;
+    p_s[threadIdx.x / 8] = l_run;  // P is free now
+  }
+  __syncthreads();
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const int row = 16 * mh + g + 8 * half;
+    if (row >= heads) continue;
+    const int64_t h = h0 + row;
+    const float m = corr_s[row], l = p_s[row], sink = a.sink[h];
+    const float M = fmaxf(m, sink);
+    const float f = m == neg_inf() ? 0.0f : expf(m - M);
+    const float scale = f / (l * f + expf(sink - M));
+    float* out = a.out + (t * a.H + h) * hd;
+#pragma unroll
+    for (int i = 0; i < kMaxDimTilesPerWarp; ++i) {
+      const int tile = nd + 4 * i;
+      if (tile >= dim_tiles) continue;
+      const int64_t c = 8 * tile + 2 * tg;
+      out[c] = o[i][2 * half] * scale;
+      out[c + 1] = o[i][2 * half + 1] * scale;
+    }
+  }
+}
+
+}  // namespace
+
+bool sparse_attention_tc_supports(int64_t hd) { return hd >= 8 && hd % 8 == 0 && hd <= kMaxAttentionHeadDim; }
+
+cudaError_t prepare_sparse_attention_tc(int64_t hd) {
+  return cudaFuncSetAttribute(sparse_attention_tc_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                              static_cast<int>(shared_bytes(hd)));
+}
+
+void launch_sparse_attention_tc(const SparseAttentionArgs& a, int64_t t0, int64_t tokens) {
+  if (tokens <= 0 || a.H <= 0) return;
+  const int64_t groups = (a.H + kHeadsPerCta - 1) / kHeadsPerCta;
+  launch(sparse_attention_tc_kernel, static_cast<unsigned>(tokens * groups), kThreads, shared_bytes(a.hd), a, t0);
+}
+
+}  // namespace deepinfer::cuda
