@@ -2,10 +2,11 @@
 // every query head, so the heads of a token are the M side of an MMA against its key list.
 //
 // A CTA takes one token and 32 of its heads (kHeadsPerCta; a last group may be partial) and walks
-// the token's keys (window, then entries, in the order of the CUDA-core kernels) in tiles of 64:
-//  1. the tile's keys are gathered into shared memory (rows a selection leaves empty, or past the
-//     token's own count, are zero and masked);
-//  2. S = Q K^T (32 x 64) on the tensor cores, scaled; masked keys -> -inf;
+// the token's keys (window, then entries, in the order of the CUDA-core kernels) in tiles of 32:
+//  1. the tile's keys are gathered into shared memory with cp.async, one tile ahead of the MMAs
+//     (two buffers; rows a selection leaves empty, or past the token's own count, are zero and
+//     masked);
+//  2. S = Q K^T (32 x 32) on the tensor cores; scaled, masked keys -> -inf;
 //  3. an online softmax per head over the tile (max, rescale of the running sum and output);
 //  4. O += P V (32 x head_dim), V being the same shared tile (K and V are one vector in V4).
 // The sink logit takes mass at the end and is dropped, as in combine_splits.
@@ -18,9 +19,14 @@
 // different summation order), which is why the backend only picks it where those may differ
 // (ops_attention.cpp).
 //
-// Shared memory (head_dim 512): Q 32 x 516 floats (66 KB), the key tile 64 x 516 (132 KB), P
-// 32 x 68 (8.7 KB): one CTA of 8 warps per SM. Row strides of 4 mod 32 floats make the fragment
-// loads of steps 2 and 4's P operand conflict-free; step 4's V loads see 2-way conflicts.
+// Step 2 splits head_dim over 4 warps (each then has 8 independent MMA chains rather than one long
+// one: the chains' latency, not issue, bounded a first version), and the softmax adds the four
+// partials in a fixed order.
+//
+// Shared memory (head_dim 512): Q 32 x 516 floats (66 KB), two key tiles of 32 x 516 (132 KB), four
+// 32 x 36 planes of step 2's partials (the first then holds P): 217 KB, one CTA of 8 warps per SM.
+// Row strides of 4 mod 32 floats make the fragment loads of steps 2 and 4's P operand
+// conflict-free; step 4's V loads see 2-way conflicts.
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -35,21 +41,35 @@ namespace {
 
 constexpr int kWarps = 8, kThreads = 32 * kWarps;
 constexpr int kHeadsPerCta = 32;  // two 16-row MMA tiles
-constexpr int kTileKeys = 64;
+constexpr int kTileKeys = 32;
 constexpr int kPStride = kTileKeys + 4;
 constexpr int kMaxDimTilesPerWarp = static_cast<int>(kMaxAttentionHeadDim / 8 / 4);  // step 4: 4 warps share the dims
 
 __host__ __device__ constexpr int64_t row_stride(int64_t hd) { return hd + 4; }
 
 size_t shared_bytes(int64_t hd) {
-  return static_cast<size_t>((kHeadsPerCta + kTileKeys) * row_stride(hd) + kHeadsPerCta * kPStride) * sizeof(float) +
-         static_cast<size_t>(kTileKeys) * sizeof(int32_t) + static_cast<size_t>(kHeadsPerCta) * sizeof(float);
+  return static_cast<size_t>((kHeadsPerCta + 2 * kTileKeys) * row_stride(hd) + 4 * kHeadsPerCta * kPStride) * sizeof(float) +
+         static_cast<size_t>(2 * kTileKeys) * sizeof(int32_t) + static_cast<size_t>(kHeadsPerCta) * sizeof(float);
 }
 
 __device__ __forceinline__ uint32_t to_tf32(float x) {
   uint32_t r;
   asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(r) : "f"(x));
   return r;
+}
+
+__device__ __forceinline__ void cp_async16(float* dst, const float* src) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(static_cast<uint32_t>(__cvta_generic_to_shared(dst))),
+               "l"(src));
+}
+__device__ __forceinline__ void cp_async4(float* dst, const float* src) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(static_cast<uint32_t>(__cvta_generic_to_shared(dst))),
+               "l"(src));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
 }
 
 // x as big + small TF32 parts.
@@ -99,14 +119,42 @@ __device__ __forceinline__ const float* key_row(const SparseAttentionArgs& a, co
   return dev_entry(a.st, seq, a.blocks, a.entries, e);
 }
 
+// hd floats of src (zeros for null) into dst (16-byte aligned) by the calling warp: cp.async, to be
+// committed and waited for by the caller.
+__device__ __forceinline__ void copy_row(const float* src, int64_t hd, float* dst) {
+  const int lane = threadIdx.x % 32;
+  if (src == nullptr) {
+    for (int64_t c = lane; c < hd; c += 32) dst[c] = 0.0f;
+  } else if ((hd & 3) == 0 && (reinterpret_cast<uintptr_t>(src) & 15) == 0) {
+    for (int64_t c = 4 * lane; c < hd; c += 128) cp_async16(dst + c, src + c);
+  } else {
+    for (int64_t c = lane; c < hd; c += 32) cp_async4(dst + c, src + c);
+  }
+}
+
+// Step 1 for one tile: its keys [base, base + 32) into k_tile (cp.async, not yet waited for) and
+// their flags into valid. Warp w takes keys w, w + 8, ...
+__device__ __forceinline__ void gather_tile(const SparseAttentionArgs& a, const DeviceSeq& seq, int64_t t, int64_t p0,
+                                            int64_t nwin, int64_t nkeys, const float* ring, int64_t base, float* k_tile,
+                                            int32_t* valid) {
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int64_t rs = row_stride(a.hd);
+  for (int r = warp; r < kTileKeys; r += kWarps) {
+    const int64_t j = base + r;
+    const float* key = j < nkeys ? key_row(a, seq, t, p0, nwin, ring, j) : nullptr;
+    copy_row(key, a.hd, k_tile + r * rs);
+    if (lane == 0) valid[r] = key != nullptr;
+  }
+}
+
 __global__ void __launch_bounds__(kThreads, 1) sparse_attention_tc_kernel(SparseAttentionArgs a, int64_t t0) {
   extern __shared__ float smem[];
-  const int64_t hd = a.hd, rs = row_stride(hd);
+  const int hd = static_cast<int>(a.hd), rs = static_cast<int>(row_stride(hd));  // <= 516
   float* q_s = smem;                                  // [32, rs]
-  float* k_s = q_s + kHeadsPerCta * rs;               // [64, rs]
-  float* p_s = k_s + kTileKeys * rs;                  // [32, kPStride]
-  auto* valid_s = reinterpret_cast<int32_t*>(p_s + kHeadsPerCta * kPStride);  // [64]
-  float* corr_s = reinterpret_cast<float*>(valid_s + kTileKeys);             // [32]
+  float* k_s = q_s + kHeadsPerCta * rs;               // [2][32, rs]: the tile in use and the next
+  float* p_s = k_s + 2 * kTileKeys * rs;              // [4][32, kPStride]: step 2's partials, plane 0 then P
+  auto* valid_s = reinterpret_cast<int32_t*>(p_s + 4 * kHeadsPerCta * kPStride);  // [2][32]
+  float* corr_s = reinterpret_cast<float*>(valid_s + 2 * kTileKeys);         // [32]
 
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane / 4, tg = lane % 4;
   const int64_t groups = (a.H + kHeadsPerCta - 1) / kHeadsPerCta;
@@ -120,67 +168,81 @@ __global__ void __launch_bounds__(kThreads, 1) sparse_attention_tc_kernel(Sparse
   const int64_t nkeys = nwin + (!a.has_entries ? 0 : a.selected ? a.k_sel : (pos + 1) / a.entries.rate);
   const float* ring = a.st.slots + static_cast<int64_t>(seq.slot) * a.st.slot_elems + a.window_offset;
 
-  // Q of the CTA's heads (rows past the last head are zero).
-  for (int64_t i = threadIdx.x; i < kHeadsPerCta * hd; i += kThreads) {
-    const int64_t r = i / hd, c = i % hd;
-    q_s[r * rs + c] = r < heads ? a.q[(t * a.H + h0 + r) * hd + c] : 0.0f;
-  }
+  // Q of the CTA's heads (rows past the last head are zero) and the first tile: one cp.async group.
+  for (int r = warp; r < kHeadsPerCta; r += kWarps)
+    copy_row(r < heads ? a.q + (t * a.H + h0 + r) * hd : nullptr, hd, q_s + r * rs);
+  gather_tile(a, seq, t, p0, nwin, nkeys, ring, 0, k_s, valid_s);
+  cp_async_commit();
 
-  // Step 2's warp tile: heads 16 mh .., keys 16 nk ..; step 4's: heads 16 mh .., dim tiles nd + 4 i.
-  const int mh = warp & 1, nk = warp >> 1, nd = warp >> 1;
-  const int dim_tiles = static_cast<int>(hd / 8);
+  // Warp (mh, kq): heads 16 mh .. + 15; in step 2 head_dim's k-steps kq + 4 i, in step 4 its dim
+  // tiles nd + 4 i (nd = kq).
+  const int mh = warp & 1, kq = warp >> 1, nd = kq;
+  const int dim_tiles = static_cast<int>(hd / 8), ksteps = dim_tiles;
   float o[kMaxDimTilesPerWarp][4];
 #pragma unroll
   for (int i = 0; i < kMaxDimTilesPerWarp; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
   // The running max and sum of head threadIdx.x / 8 (held by its 8 threads alike).
   float m_run = neg_inf(), l_run = 0.0f;
 
-  for (int64_t base = 0; base < nkeys; base += kTileKeys) {
-    // 1. Gather the tile: warp w takes keys w, w + 8, ...
-    for (int r = warp; r < kTileKeys; r += kWarps) {
-      const int64_t j = base + r;
-      const float* key = j < nkeys ? key_row(a, seq, t, p0, nwin, ring, j) : nullptr;
-      float* dst = k_s + r * rs;
-      if (key == nullptr) {
-        for (int64_t c = lane; c < hd; c += 32) dst[c] = 0.0f;
-      } else if ((hd & 3) == 0 && (reinterpret_cast<uintptr_t>(key) & 15) == 0) {
-        for (int64_t c = 4 * lane; c < hd; c += 128)
-          *reinterpret_cast<float4*>(dst + c) = *reinterpret_cast<const float4*>(key + c);
-      } else {
-        for (int64_t c = lane; c < hd; c += 32) dst[c] = key[c];
-      }
-      if (lane == 0) valid_s[r] = key != nullptr;
-    }
+  int buf = 0;
+  for (int64_t base = 0; base < nkeys; base += kTileKeys, buf ^= 1) {
+    // 1. The next tile into the other buffer (free: the barrier at the end of the last tile), then
+    // wait for this one.
+    if (base + kTileKeys < nkeys)
+      gather_tile(a, seq, t, p0, nwin, nkeys, ring, base + kTileKeys, k_s + (buf ^ 1) * kTileKeys * rs,
+                  valid_s + (buf ^ 1) * kTileKeys);
+    cp_async_commit();
+    cp_async_wait<1>();
     __syncthreads();
+    const float* k_tile = k_s + buf * kTileKeys * rs;
+    const int32_t* valid = valid_s + buf * kTileKeys;
 
-    // 2. S = Q K^T for the warp's 16 heads x 16 keys, over head_dim in steps of 8.
-    float s[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
+    // 2. S = Q K^T: warp (mh, kq) sums its 16 heads x the tile's 32 keys over the k-steps kq,
+    // kq + 4, ... of head_dim (8 independent MMA chains: 4 key tiles x even / odd steps), then
+    // the four partials go to part_s[kq] (part_s[0] is P).
     {
+      float acc[2][4][4];
+#pragma unroll
+      for (int e = 0; e < 2; ++e)
+#pragma unroll
+        for (int n = 0; n < 4; ++n) acc[e][n][0] = acc[e][n][1] = acc[e][n][2] = acc[e][n][3] = 0.0f;
       const float* qa = q_s + (16 * mh + g) * rs + tg;
-      const float* kb = k_s + (16 * nk + g) * rs + tg;
-#pragma unroll 4
-      for (int64_t k = 0; k < hd; k += 8) {
+      const float* kb = k_tile + g * rs + tg;
+      auto step = [&](int ks, float (&d)[4][4]) {
+        const int k = 8 * ks;
         const SplitA qa_frag({qa[k], qa[8 * rs + k], qa[k + 4], qa[8 * rs + k + 4]});
 #pragma unroll
-        for (int n = 0; n < 2; ++n) mma_3xtf32(s[n], qa_frag, kb[8 * n * rs + k], kb[8 * n * rs + k + 4]);
+        for (int n = 0; n < 4; ++n) mma_3xtf32(d[n], qa_frag, kb[8 * n * rs + k], kb[8 * n * rs + k + 4]);
+      };
+      for (int ks = kq; ks < ksteps; ks += 8) {
+        step(ks, acc[0]);
+        if (ks + 4 < ksteps) step(ks + 4, acc[1]);
       }
+      float* part = p_s + kq * kHeadsPerCta * kPStride;
+#pragma unroll
+      for (int n = 0; n < 4; ++n)
+#pragma unroll
+        for (int i = 0; i < 4; ++i)
+          part[(16 * mh + g + 8 * (i / 2)) * kPStride + 8 * n + 2 * tg + i % 2] = acc[0][n][i] + acc[1][n][i];
     }
-#pragma unroll
-    for (int n = 0; n < 2; ++n)
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const int row = 16 * mh + g + 8 * (i / 2), col = 16 * nk + 8 * n + 2 * tg + i % 2;
-        p_s[row * kPStride + col] = valid_s[col] ? s[n][i] * a.scale : neg_inf();
-      }
     __syncthreads();
 
-    // 3. Online softmax: head threadIdx.x / 8, keys 8 (threadIdx.x % 8) .. + 7.
+    // 3. Online softmax: head threadIdx.x / 8, keys 4 (threadIdx.x % 8) .. + 3; the scores are the
+    // partials summed in order, scaled, masked.
     {
-      const int row = threadIdx.x / 8, c0 = 8 * (threadIdx.x % 8);
+      constexpr int kPer = kTileKeys / 8;
+      const int row = threadIdx.x / 8, c0 = kPer * (threadIdx.x % 8);
       float* pr = p_s + row * kPStride + c0;
+      float sc[kPer];
       float mx = neg_inf();
 #pragma unroll
-      for (int c = 0; c < 8; ++c) mx = fmaxf(mx, pr[c]);
+      for (int c = 0; c < kPer; ++c) {
+        float v = pr[c];
+#pragma unroll
+        for (int q = 1; q < 4; ++q) v += pr[q * kHeadsPerCta * kPStride + c];
+        sc[c] = valid[c0 + c] ? v * a.scale : neg_inf();
+        mx = fmaxf(mx, sc[c]);
+      }
 #pragma unroll
       for (int off = 4; off > 0; off >>= 1) mx = fmaxf(mx, __shfl_xor_sync(kFull, mx, off));
       const float m_new = fmaxf(m_run, mx);
@@ -188,8 +250,8 @@ __global__ void __launch_bounds__(kThreads, 1) sparse_attention_tc_kernel(Sparse
       const float corr = m_new == neg_inf() ? 1.0f : expf(m_run - m_new);
       float sum = 0.0f;
 #pragma unroll
-      for (int c = 0; c < 8; ++c) {
-        const float p = m_new == neg_inf() ? 0.0f : expf(pr[c] - m_new);
+      for (int c = 0; c < kPer; ++c) {
+        const float p = m_new == neg_inf() ? 0.0f : expf(sc[c] - m_new);
         pr[c] = p;
         sum += p;
       }
@@ -215,7 +277,7 @@ __global__ void __launch_bounds__(kThreads, 1) sparse_attention_tc_kernel(Sparse
 #pragma unroll
       for (int k = 0; k < kTileKeys; k += 8) {
         const SplitA pa_frag({pa[k], pa[8 * kPStride + k], pa[k + 4], pa[8 * kPStride + k + 4]});
-        const float* vb = k_s + (k + tg) * rs + g;
+        const float* vb = k_tile + (k + tg) * rs + g;
 #pragma unroll
         for (int i = 0; i < kMaxDimTilesPerWarp; ++i) {
           const int tile = nd + 4 * i;
@@ -223,7 +285,7 @@ __global__ void __launch_bounds__(kThreads, 1) sparse_attention_tc_kernel(Sparse
         }
       }
     }
-    __syncthreads();  // the tile and P are rewritten next
+    __syncthreads();  // this tile's buffer and P are rewritten next
   }
 
   // The sink takes its share of the mass: out = O e^(m - M) / (l e^(m - M) + e^(sink - M)).
