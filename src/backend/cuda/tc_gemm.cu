@@ -28,6 +28,7 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
+#include <atomic>
 #include <cstdint>
 #include <cstdlib>
 #include <string_view>
@@ -136,16 +137,60 @@ __device__ __forceinline__ Split split4(const float4 v) {
   return sp;
 }
 
+// The many-row seq schedule with two row groups a warp (RG 2: every warp of the CTA walks the same
+// pieces in the same order) stages each piece's split x in shared memory: kStages pieces in flight
+// through cp.async, filled by the whole CTA, so the MMAs wait on shared memory instead of L1 / L2
+// (ncu, session 15: these kernels spent half their cycles on that scoreboard). A stage holds, for
+// the CTA's 64 token rows, the piece's CH hi / mid records then its CH lo records; a row pitch of
+// CH + 4 records (64 mod 128 bytes, 32 mod 64 for lo) keeps the fragment reads conflict-free. The
+// MMAs and their order are unchanged, so the bits are too.
+constexpr int kStages = 3;
+constexpr int kStageRows = 64;
+__host__ __device__ constexpr int stage_stride(int ch) { return ch >= 8 ? ch + 4 : 4; }
+__host__ __device__ constexpr size_t stage_bytes(int f) {
+  return static_cast<size_t>(kStageRows) * stage_stride(chunk_elems(f)) * (sizeof(uint4) + sizeof(uint2));
+}
+template <int F, int NT, int RG, bool kRaw>
+constexpr size_t staged_smem() {
+  return RG == 2 && NT == 8 && !kRaw ? kStages * stage_bytes(F) : 0;
+}
+
+__device__ __forceinline__ void cp_async(void* dst, const void* src, int bytes) {
+  const auto d = static_cast<uint32_t>(__cvta_generic_to_shared(dst));
+  if (bytes == 16) asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(d), "l"(src));
+  else asm volatile("cp.async.ca.shared.global [%0], [%1], 8;\n" ::"r"(d), "l"(src));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+__device__ __forceinline__ void cp_async_wait_stages() { asm volatile("cp.async.wait_group %0;\n" ::"n"(kStages - 2)); }
+
+// Piece i's records (CH of them from record `first` of each row) into stage buffer `stage`, by the
+// whole CTA; row_off: each of the 64 rows' first record.
+template <int CH>
+__device__ __forceinline__ void fill_stage(uint4* stage, const uint4* xc, const uint2* xlo, const uint32_t* row_off,
+                                           int64_t first) {
+  constexpr int S = stage_stride(CH);
+  auto* lo = reinterpret_cast<uint2*>(stage + kStageRows * S);
+  for (int i = static_cast<int>(threadIdx.x); i < kStageRows * CH; i += kThreads) {
+    const int row = i / CH, l = i % CH;
+    const int64_t src = row_off[row] + first + l;
+    cp_async(stage + row * S + l, xc + src, 16);
+    cp_async(lo + row * S + l, xlo + src, 8);
+  }
+}
+
 // xi: the piece's first column (raw x); xr: its first record in the split x (split_index; the lo
 // plane xlo has the same record numbers). RG: 16-row groups of the warp, each with its own A
 // fragments; one B fragment feeds all of them (fewer x loads per MMA), and every accumulator gets
 // the same MMA sequence as with one group a warp (has_l is decided per group).
-template <int F, int NT, int RG, bool kRaw>
+// kStaged: the piece's x records come from shared memory instead (x_stage: token row n * 8 + g,
+// record 4 J + t of the piece; records past K are zeros there, as `valid` makes them here).
+template <int F, int NT, int RG, bool kRaw, bool kStaged = false>
 __device__ __forceinline__ void slab_mma(const uint4 (&ra)[RG], const uint4 (&rb)[RG], const float (&sa)[RG],
                                          const float (&Sa)[RG], const float (&sb)[RG], const float (&Sb)[RG],
                                          const bool (&exact)[RG], const void* xp, const uint2* xlo,
                                          const uint32_t* xoff, int64_t xi, int64_t xr, bool valid,
-                                         float (&cur)[RG][NT][4]) {
+                                         float (&cur)[RG][NT][4], const uint4* stage_hm = nullptr,
+                                         const uint2* stage_lo = nullptr) {
   constexpr int CH = chunk_elems(F);
 #pragma unroll
   for (int j = 0; j < CH / 4; ++j) {
@@ -170,7 +215,12 @@ __device__ __forceinline__ void slab_mma(const uint4 (&ra)[RG], const uint4 (&rb
       Split xv;
       xv.hm = make_uint4(0, 0, 0, 0);
       xv.lo = make_uint2(0, 0);
-      if (valid) {
+      if constexpr (kStaged) {
+        const int lane = static_cast<int>(threadIdx.x) & 31;
+        const int at = (n * 8 + (lane >> 2)) * stage_stride(CH) + 4 * j + (lane & 3);
+        xv.hm = stage_hm[at];
+        xv.lo = stage_lo[at];
+      } else if (valid) {
         if constexpr (kRaw) {
           xv = split4(__ldg(reinterpret_cast<const float4*>(static_cast<const float*>(xp) + xoff[n] + xi) + j));
         } else {
@@ -212,7 +262,8 @@ __host__ __device__ __forceinline__ int64_t split_row_records(int64_t cols) {
 
 // RG: 16-row groups (8 outputs under SwiGLU) a warp holds; more than one only in the seq schedule.
 template <int F, bool kSwiglu, int NT, int RG, bool kRaw>
-__device__ __forceinline__ void tile(const Job& j, float* red) {
+__device__ __forceinline__ void tile(const Job& j, float* red, uint4* x_stage) {
+  constexpr bool kStaged = staged_smem<F, NT, RG, kRaw>() > 0;
   constexpr int CH = chunk_elems(F);  // elements of one 16-byte piece
   constexpr int P = 32 / CH;          // pieces of a lane's 32 columns of a slab
   constexpr int D = NT * RG >= 16 ? 1 : NT * RG >= 8 ? 2 : 4;  // slabs in flight per warp (registers)
@@ -275,6 +326,24 @@ __device__ __forceinline__ void tile(const Job& j, float* red) {
     }
   };
 
+  // Staged x: each row's first record, then the first kStages - 1 pieces in flight.
+  __shared__ uint32_t row_off[kStaged ? kStageRows : 1];
+  const int64_t npieces = nslab * P;
+  constexpr int SS = static_cast<int>(stage_bytes(F) / sizeof(uint4));  // a stage, in uint4
+  if constexpr (kStaged) {
+    if (threadIdx.x < kStageRows) {
+      const int64_t r0 = j.rb + threadIdx.x;
+      const int64_t r = r0 < j.re ? r0 : j.rb;
+      row_off[threadIdx.x] = static_cast<uint32_t>((j.row_src ? static_cast<int64_t>(j.row_src[r]) : r) * j.ldxc);
+    }
+    __syncthreads();
+#pragma unroll
+    for (int st = 0; st < kStages - 1; ++st) {
+      if (st < npieces) fill_stage<CH>(x_stage + st * SS, j.xc, j.xlo, row_off, (st / P) * 32 + (st % P) * CH);
+      cp_async_commit();
+    }
+  }
+
   float tot[RG][NT][4];
   const int64_t per = (nslab + ks - 1) / ks;  // slice s: slabs [s * per, (s + 1) * per)
   for (int s = ksi; s < ks; s += kp) {
@@ -333,9 +402,23 @@ __device__ __forceinline__ void tile(const Job& j, float* red) {
             }
             exact[r] = __any_sync(0xffffffffu, ex);
           }
-          slab_mma<F, NT, RG, kRaw>(ra, rb, sa, Sa, sb, Sb, exact,
-                                    kRaw ? static_cast<const void*>(j.x) : static_cast<const void*>(j.xc), j.xlo,
-                                    xoff, k0, split_index(k0), valid, cur);
+          if constexpr (kStaged) {
+            // Piece cs has landed (and every warp is done with piece cs - 1, whose buffer takes
+            // piece cs + kStages - 1 now).
+            cp_async_wait_stages();
+            __syncthreads();
+            const int64_t next = cs + kStages - 1;
+            if (next < npieces)
+              fill_stage<CH>(x_stage + (next % kStages) * SS, j.xc, j.xlo, row_off, (next / P) * 32 + (next % P) * CH);
+            cp_async_commit();
+            const uint4* hm = x_stage + (cs % kStages) * SS;
+            slab_mma<F, NT, RG, kRaw, true>(ra, rb, sa, Sa, sb, Sb, exact, nullptr, nullptr, xoff, k0, 0, valid, cur, hm,
+                                            reinterpret_cast<const uint2*>(hm + kStageRows * stage_stride(CH)));
+          } else {
+            slab_mma<F, NT, RG, kRaw>(ra, rb, sa, Sa, sb, Sb, exact,
+                                      kRaw ? static_cast<const void*>(j.x) : static_cast<const void*>(j.xc), j.xlo,
+                                      xoff, k0, split_index(k0), valid, cur);
+          }
         }
       }
     }
@@ -400,6 +483,7 @@ __global__ void __launch_bounds__(kThreads, NT * RG >= 8 ? 1 : 2)
     linear_tc_kernel(DevMatrix w, int64_t groups, const uint4* xc, const float* x, int64_t tokens, float* y, int64_t nb,
                      int ks, bool seq) {
   __shared__ Red<RG == 1 ? NT : 1> red;  // the split schedule's (RG 1 only)
+  extern __shared__ uint4 x_stage[];     // staged_smem() bytes
   const int64_t R = w.rows / groups, C = w.cols, gi = blockIdx.z;
   const int64_t b = blockIdx.x, tb = b % nb, rt = b / nb;
   Job j;
@@ -421,7 +505,7 @@ __global__ void __launch_bounds__(kThreads, NT * RG >= 8 ? 1 : 2)
   j.limit = 0.0f;
   j.ks = ks;
   j.seq = seq;
-  tile<F, false, NT, RG, kRaw>(j, red.v);
+  tile<F, false, NT, RG, kRaw>(j, red.v, x_stage);
 }
 
 // grid (tiles, row tiles).
@@ -431,6 +515,7 @@ __global__ void __launch_bounds__(kThreads, NT * RG >= 8 ? 1 : 2)
                   int64_t identity_rows, const int32_t* row_src, const uint4* xc, int64_t x_rows, const float* x,
                   int64_t K, float* y, int64_t n_out, float limit, int ks, bool seq) {
   __shared__ Red<RG == 1 ? NT : 1> red;
+  extern __shared__ uint4 x_stage[];  // staged_smem() bytes
   int e = 0;
   int64_t rb = 0, re = 0;
   if (tiles) {
@@ -463,7 +548,7 @@ __global__ void __launch_bounds__(kThreads, NT * RG >= 8 ? 1 : 2)
   j.limit = limit;
   j.ks = ks;
   j.seq = seq;
-  tile<F, kSwiglu, NT, RG, kRaw>(j, red.v);
+  tile<F, kSwiglu, NT, RG, kRaw>(j, red.v, x_stage);
 }
 
 // x [rows, groups * C] float32 -> per group, split_row_records(C) hi / mid records (Split::hm) in
@@ -504,6 +589,23 @@ int rows_per_warp() {
     return n == 1 ? 1 : 2;
   }();
   return rg;
+}
+
+// Lets Kernel take `bytes` of dynamic shared memory (above the default 48 KB) on the current
+// device, once per kernel and device; false (the error left for the caller's launch check) if that
+// fails. (A template on the kernel itself: every instance has its own flags.)
+template <auto Kernel>
+bool allow_smem(size_t bytes) {
+  if (bytes <= 48 * 1024) return true;
+  static std::atomic<uint64_t> done{0};  // a bit per device
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess) return false;
+  const uint64_t bit = uint64_t{1} << (dev & 63);
+  if (done.load(std::memory_order_relaxed) & bit) return true;
+  if (cudaFuncSetAttribute(Kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)) != cudaSuccess)
+    return false;
+  done.fetch_or(bit, std::memory_order_relaxed);
+  return true;
 }
 
 }  // namespace tc
@@ -589,8 +691,12 @@ void launch_linear_tc(int fmt, const DevMatrix& w, int64_t groups, const float* 
   }
   const auto* x4 = static_cast<const uint4*>(xc);
 #define DEEPINFER_TC_LINEAR_K(F, NT, RG, RAW)                                                                     \
-  launch(tc::linear_tc_kernel<F, NT, RG, RAW>, grid, tc::kThreads, 0, w, groups, RAW ? nullptr : x4, RAW ? x : nullptr, \
-         tokens, y, nb, ks, seq);
+  {                                                                                                               \
+    constexpr size_t smem = tc::staged_smem<F, NT, RG, RAW>();                                                    \
+    if (!tc::allow_smem<tc::linear_tc_kernel<F, NT, RG, RAW>>(smem)) return;                                     \
+    launch(tc::linear_tc_kernel<F, NT, RG, RAW>, grid, tc::kThreads, smem, w, groups, RAW ? nullptr : x4,          \
+           RAW ? x : nullptr, tokens, y, nb, ks, seq);                                                            \
+  }
 #define DEEPINFER_TC_LINEAR(F)                 \
   if (raw) {                                   \
     DEEPINFER_TC_LINEAR_K(F, 1, 1, true)       \
@@ -631,8 +737,12 @@ void launch_moe_gemm_tc(bool swiglu, int fmt, const DevMatrix* wa, const DevMatr
   }
   const auto* x4 = static_cast<const uint4*>(xc);
 #define DEEPINFER_TC_MOE_K(F, S, NT, RG, RAW)                                                                       \
-  launch(tc::moe_tc_kernel<F, S, NT, RG, RAW>, grid, tc::kThreads, 0, wa, wb, tiles, tile_count, identity_rows, row_src, \
-         x4, x_rows, x, K, y, n_out, limit, ks, seq);
+  {                                                                                                                 \
+    constexpr size_t smem = tc::staged_smem<F, NT, RG, RAW>();                                                      \
+    if (!tc::allow_smem<tc::moe_tc_kernel<F, S, NT, RG, RAW>>(smem)) return;                                       \
+    launch(tc::moe_tc_kernel<F, S, NT, RG, RAW>, grid, tc::kThreads, smem, wa, wb, tiles, tile_count, identity_rows, \
+           row_src, x4, x_rows, x, K, y, n_out, limit, ks, seq);                                                    \
+  }
 #define DEEPINFER_TC_MOE_S(F, S)                    \
   if (raw) {                                        \
     DEEPINFER_TC_MOE_K(F, S, 1, 1, true)            \
