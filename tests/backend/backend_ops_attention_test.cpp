@@ -6,6 +6,7 @@
 #include <cmath>
 #include <limits>
 #include <numeric>
+#include <random>
 #include <string>
 #include <type_traits>
 
@@ -20,6 +21,33 @@ std::unique_ptr<backend::Backend> with_schedule(const BackendCase& c, backend::A
   options.batch_invariant = c.batch_invariant;
   options.attention_schedule = schedule;
   return backend::make_backend(c.name, options);
+}
+
+// `count` disjoint block tables of `per` blocks each, out of order.
+std::vector<std::vector<int32_t>> disjoint_tables(std::mt19937_64& rng, size_t count, int64_t per) {
+  std::vector<int32_t> all(count * static_cast<size_t>(per));
+  std::iota(all.begin(), all.end(), 0);
+  std::shuffle(all.begin(), all.end(), rng);
+  std::vector<std::vector<int32_t>> tables(count);
+  for (size_t i = 0; i < count; ++i)
+    tables[i].assign(all.begin() + static_cast<int64_t>(i) * per, all.begin() + static_cast<int64_t>(i + 1) * per);
+  return tables;
+}
+
+// selected [T, k]: for each token, distinct entries of a rate-`rate` compressor it can see, in any
+// order, as many as fit but `empty` fewer (the rest -1, as a selection short of k leaves them).
+std::vector<int32_t> random_selection(std::mt19937_64& rng, const std::vector<SeqSlice>& seqs, int64_t rate, int64_t k,
+                                      int64_t empty) {
+  std::vector<int32_t> selected(static_cast<size_t>(tokens_of(seqs) * k), -1);
+  for (const auto& sl : seqs)
+    for (int64_t i = 0; i < sl.count; ++i) {
+      std::vector<int32_t> visible(static_cast<size_t>((sl.start + i + 1) / rate));
+      std::iota(visible.begin(), visible.end(), 0);
+      std::shuffle(visible.begin(), visible.end(), rng);
+      for (int64_t j = 0; j < std::min<int64_t>(k, static_cast<int64_t>(visible.size())) - empty; ++j)
+        selected[static_cast<size_t>((sl.begin + i) * k + j)] = visible[static_cast<size_t>(j)];
+    }
+  return selected;
 }
 
 TEST_P(BackendOps, SparseAttentionWindowEntriesSinks) {
@@ -85,13 +113,7 @@ TEST_P(BackendOps, AttentionSchedulesGiveTheSameBits) {
   const int64_t hd = kHeadDim, H = 5, k_sel = 200;
   constexpr int64_t kTableBlocks = 150;  // positions up to 1,200
   Pools pools(*be, layout, 4, 3 * kTableBlocks);
-  std::vector<std::vector<int32_t>> tables(3);
-  std::vector<int32_t> all_blocks(3 * kTableBlocks);
-  std::iota(all_blocks.begin(), all_blocks.end(), 0);
-  std::shuffle(all_blocks.begin(), all_blocks.end(), rng);
-  for (size_t i = 0; i < 3; ++i)
-    tables[i].assign(all_blocks.begin() + static_cast<int64_t>(i) * kTableBlocks,
-                     all_blocks.begin() + static_cast<int64_t>(i + 1) * kTableBlocks);
+  const auto tables = disjoint_tables(rng, 3, kTableBlocks);
   // A decode deep in context, a chunk of 6 after position 830, a decode at 1,001.
   const std::vector<SeqSlice> seqs = {{0, 1, 1100, 2, tables[0]}, {1, 6, 830, 0, tables[1]}, {7, 1, 1001, 3, tables[2]}};
   const int64_t T = tokens_of(seqs);
@@ -107,15 +129,7 @@ TEST_P(BackendOps, AttentionSchedulesGiveTheSameBits) {
     pools.upload();
     const auto q = randoms(static_cast<size_t>(T * H * hd), 1.5f), kv = randoms(static_cast<size_t>(T * hd));
     const auto sink = randoms(static_cast<size_t>(H), 2.0f);
-    std::vector<int32_t> selected(static_cast<size_t>(T * k_sel), -1);
-    for (const auto& sl : seqs)
-      for (int64_t i = 0; i < sl.count; ++i) {
-        std::vector<int32_t> visible(static_cast<size_t>((sl.start + i + 1) / comp->rate));
-        std::iota(visible.begin(), visible.end(), 0);
-        std::shuffle(visible.begin(), visible.end(), rng);
-        for (int64_t j = 0; j < std::min<int64_t>(k_sel, static_cast<int64_t>(visible.size())) - 3; ++j)  // a few -1
-          selected[static_cast<size_t>((sl.begin + i) * k_sel + j)] = visible[static_cast<size_t>(j)];
-      }
+    const auto selected = random_selection(rng, seqs, comp->rate, k_sel, 3);  // a few -1
     const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
     const auto d_q = on_device(q), d_kv = on_device(kv);
     const auto d_selected = on_device(selected);
@@ -190,13 +204,7 @@ TEST_P(BackendOps, AttentionAtV4FlashHeadShape) {
   const kv::StateLayout layout = kv::plan_layout(specs, kBlock);
   constexpr int64_t kTableBlocks = 40;  // positions up to 2,560
   Pools pools(*be, layout, 3, 3 * kTableBlocks);
-  std::vector<std::vector<int32_t>> tables(3);
-  std::vector<int32_t> all_blocks(3 * kTableBlocks);
-  std::iota(all_blocks.begin(), all_blocks.end(), 0);
-  std::shuffle(all_blocks.begin(), all_blocks.end(), rng);
-  for (size_t i = 0; i < 3; ++i)
-    tables[i].assign(all_blocks.begin() + static_cast<int64_t>(i) * kTableBlocks,
-                     all_blocks.begin() + static_cast<int64_t>(i + 1) * kTableBlocks);
+  const auto tables = disjoint_tables(rng, 3, kTableBlocks);
   const std::vector<SeqSlice> seqs = {{0, 1, 2400, 1, tables[0]}, {1, 16, 2100, 0, tables[1]}, {17, 1, 900, 2, tables[2]}};
   const int64_t T = tokens_of(seqs);
   const backend::WindowLayout wl = layout.layers[0].window;
@@ -205,15 +213,7 @@ TEST_P(BackendOps, AttentionAtV4FlashHeadShape) {
   pools.upload();
   const auto q = randoms(static_cast<size_t>(T * H * kHd), 1.5f), kv = randoms(static_cast<size_t>(T * kHd));
   const auto sink = randoms(static_cast<size_t>(H), 2.0f);
-  std::vector<int32_t> selected(static_cast<size_t>(T * kSel), -1);
-  for (const auto& sl : seqs)
-    for (int64_t i = 0; i < sl.count; ++i) {
-      std::vector<int32_t> visible(static_cast<size_t>((sl.start + i + 1) / kRate));
-      std::iota(visible.begin(), visible.end(), 0);
-      std::shuffle(visible.begin(), visible.end(), rng);
-      for (int64_t j = 0; j < std::min<int64_t>(kSel, static_cast<int64_t>(visible.size())) - 5; ++j)  // a few -1
-        selected[static_cast<size_t>((sl.begin + i) * kSel + j)] = visible[static_cast<size_t>(j)];
-    }
+  const auto selected = random_selection(rng, seqs, kRate, kSel, 5);  // a few -1
   const float scale = 1.0f / std::sqrt(static_cast<float>(kHd));
   const auto d_q = on_device(q), d_kv = on_device(kv);
   const auto d_selected = on_device(selected);

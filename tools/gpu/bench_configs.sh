@@ -25,9 +25,7 @@ if [ -n "${OPS_FILTER:-}" ]; then
   echo "ops ($OPS_FILTER): rc $? $(grep -E '^\[  (PASSED|FAILED)  \]' "$out/ops.log" | tr '\n' ' ')" | tee -a "$summary"
   grep -E '^\[  FAILED  \]' "$out/ops.log" | tee -a "$summary"
 fi
-src=/tmp/dsv4/src-ours
-[ -f "$src/config.json" ] || python3 tools/peer/dsv4_make_ckpt.py --out "$src" --ratios 4,128,4,128 \
-  --tokenizer-dir tests/data/tokenizers/deepseek-v3 > "$out/gen.log" 2>&1 || { tail "$out/gen.log"; exit 1; }
+bench_checkpoint "$out" || exit 1
 shared=${BENCH_ARGS:---batch 1,8,32,128 --context 4096 --prefill 2048,8192 --prefill-runs 1 --steps 5}
 for config in "$@"; do
   read -r -a words <<< "$config"

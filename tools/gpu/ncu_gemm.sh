@@ -14,9 +14,7 @@ cd "$(dirname "$0")/../.."
 source tools/gpu/stage_env.sh  # unpacks .gpu, sets root and the loader path (NCCL included)
 out=${OUT:-/tmp/deepinfer-ncu}
 mkdir -p "$out"
-src=/tmp/dsv4/src-ours
-[ -f "$src/config.json" ] || python3 tools/peer/dsv4_make_ckpt.py --out "$src" --ratios 4,128,4,128 \
-  --tokenizer-dir tests/data/tokenizers/deepseek-v3 > "$out/gen.log" 2>&1 || { tail "$out/gen.log"; exit 1; }
+bench_checkpoint "$out" || exit 1
 # A decode step inside the bench's profiler range; a prefill (no range: the whole run, so use
 # LAUNCH_COUNT) otherwise.
 if [ -n "${PREFILL:-}" ]; then shape=(--batch none --prefill "$PREFILL" --prefill-runs 1) range=(--profile-from-start on)

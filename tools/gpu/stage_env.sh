@@ -8,3 +8,13 @@ export LD_LIBRARY_PATH="$root/.gpu/lib:${LD_LIBRARY_PATH:-}"
 nccl_dir=$(python3 -c "import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], 'lib'))" 2>/dev/null)
 [ -n "$nccl_dir" ] && export LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$nccl_dir"
 echo "NCCL from ${nccl_dir:-nowhere (binaries linking it will fail to start)}"
+
+# The 4-layer V4-Flash-shaped benchmark checkpoint (CSA, HCA, CSA, HCA; tools/peer/dsv4_make_ckpt.py)
+# at $src, generated on first use; its log to $1/gen.log. Returns non-zero (after the log's tail) if
+# generation fails.
+src=/tmp/dsv4/src-ours
+bench_checkpoint() {
+  [ -f "$src/config.json" ] && return 0
+  python3 tools/peer/dsv4_make_ckpt.py --out "$src" --ratios 4,128,4,128 \
+    --tokenizer-dir tests/data/tokenizers/deepseek-v3 > "$1/gen.log" 2>&1 || { tail "$1/gen.log"; return 1; }
+}

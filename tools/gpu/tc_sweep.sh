@@ -24,9 +24,7 @@ for rg in $rows; do
   echo "ops, tensor cores, $rg row groups a warp: rc $? $(grep -E '^\[  (PASSED|FAILED)  \]' "$out/ops_rg$rg.log" | tr '\n' ' ')" |
     tee -a "$out/tc_sweep.md"
 done
-src=/tmp/dsv4/src-ours
-[ -f "$src/config.json" ] || python3 tools/peer/dsv4_make_ckpt.py --out "$src" --ratios 4,128,4,128 \
-  --tokenizer-dir tests/data/tokenizers/deepseek-v3 > "$out/gen.log" 2>&1 || { tail "$out/gen.log"; exit 1; }
+bench_checkpoint "$out" || exit 1
 args=${BENCH_ARGS:---batch 1,8,32,128 --context 4096 --prefill 2048,8192 --prefill-runs 1 --steps 5}
 bench() {  # label, env...
   local label=$1; shift
