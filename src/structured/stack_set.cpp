@@ -1,5 +1,7 @@
 #include "structured/stack_set.h"
 
+#include <string>
+
 namespace deepinfer::structured {
 namespace {
 constexpr uint32_t kEmptySlot = 0xFFFFFFFFu;
@@ -9,6 +11,10 @@ inline size_t hash_pair(uint32_t a, uint32_t b) {
   x *= 0xff51afd7ed558ccdULL;
   x ^= x >> 33;
   return static_cast<size_t>(x);
+}
+[[noreturn]] void too_ambiguous(size_t stacks) {
+  throw_unsupported("ambiguity", "the grammar is too ambiguous to match: more than " + std::to_string(stacks) +
+                                     " parser stacks at once (a rule calling itself after optional items?)");
 }
 }  // namespace
 
@@ -67,6 +73,7 @@ StackEngine::ClosureFlags StackEngine::closure(std::span<const uint32_t> origins
     uint32_t n = work_.back();
     work_.pop_back();
     expanded.push_back(n);
+    if (expanded.size() > kMaxStacks) too_ambiguous(kMaxStacks);
     const auto node = pool_[n];
     const auto& st = states[node.state];
     for (uint32_t c = st.calls_begin; c < st.calls_end; ++c) {
@@ -99,6 +106,7 @@ bool StackEngine::step(std::span<const uint32_t> expanded, uint8_t byte, std::ve
       if (edges[e].lo <= byte && byte <= edges[e].hi) {
         uint32_t child = pool_.get(edges[e].target, node.parent);
         if (mark(child)) next.push_back(child);
+        if (next.size() > kMaxStacks) too_ambiguous(kMaxStacks);
       }
     }
   }

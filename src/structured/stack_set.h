@@ -31,8 +31,15 @@ class NodePool {
 };
 
 // Set operations over stacks of one grammar. Not thread-safe (owns scratch marks).
+//
+// The stacks are a plain set, not a graph-structured stack: an ambiguous recursive grammar (a rule
+// that calls itself after optional items, say) can hold a number of distinct stacks that grows
+// exponentially with the bytes read. Past kMaxStacks at once, closure and step throw
+// GrammarError(kUnsupported, "ambiguity") instead of using gigabytes and minutes (the ebnf fuzz
+// campaign's 110 s / 2.1 GB input; docs/hardening.md). Unambiguous grammars hold a handful.
 class StackEngine {
  public:
+  static constexpr size_t kMaxStacks = size_t{1} << 16;
   explicit StackEngine(const CompiledGrammar& grammar) : grammar_(&grammar) {}
   const CompiledGrammar& grammar() const { return *grammar_; }
   NodePool& pool() { return pool_; }

@@ -44,6 +44,33 @@ TEST(Ebnf, RepetitionCountsClassesAndEscapes) {
 // construction sorting ~3,600 subsets of ~1,800 NFA states. The counts now fold where the language
 // is the same ((x{a,b}){c,d} = x{ca,db} without gaps), and the subset construction has a work bound
 // past which the rule stays an NFA; both shapes must still match exactly.
+// The ebnf campaign's 110 s / 2.1 GB input: a rule calling itself twice after optional items,
+// matched against its own text. Every byte can close or open frames in many ways, so the distinct
+// parser stacks grow exponentially; past StackEngine::kMaxStacks matching gives a typed error
+// instead. The same grammar still matches short inputs exactly.
+TEST(Ebnf, AmbiguousRecursionIsAnErrorNotAStall) {
+  const std::string fuzz_input = "root ::=\"" + std::string(11, '\0') + "@" + std::string(5, '\0') +
+                                 "`G^\"{,56} [^x]? [^\x01" "62x]root?  [^x]? [^\x01" "62x]root? .";
+  ASSERT_EQ(fuzz_input.size(), 76u);
+  const std::string readable = "root ::= [a-z]? [a-z] root? [a-z]? [a-z] root? \".\"";
+  for (const std::string& text : {fuzz_input, readable}) {
+    auto g = CompiledGrammar::compile(parse_ebnf(text));
+    const std::string input = text == readable ? std::string(200, 'q') + "." : text;
+    try {
+      g->accepts(input);
+      ADD_FAILURE() << "matched without hitting the stack limit: " << text;
+    } catch (const GrammarError& e) {
+      EXPECT_EQ(e.kind(), GrammarErrorKind::kUnsupported) << e.what();
+      EXPECT_EQ(e.keyword(), "ambiguity") << e.what();
+    }
+  }
+  auto g = CompiledGrammar::compile(parse_ebnf(readable));
+  EXPECT_TRUE(g->accepts("ab."));
+  EXPECT_TRUE(g->accepts("abcd."));
+  EXPECT_FALSE(g->accepts("a."));
+  EXPECT_FALSE(g->accepts("ab"));
+}
+
 TEST(Ebnf, NestedBoundedRepeatsCompileAndMatchExactly) {
   auto folded = CompiledGrammar::compile(parse_ebnf("root ::= ([a-z]{0,60}){0,60}"));
   EXPECT_TRUE(folded->accepts(""));
