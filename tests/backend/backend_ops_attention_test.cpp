@@ -105,7 +105,7 @@ TEST_P(BackendOps, SparseAttentionWindowEntriesSinks) {
 
 // Both CUDA-core schedules of a device backend (each split of a (token, head) in its own work item
 // with a combine, or all of them in one: cuda/step_plan.h) give the same bits, and the tensor-core
-// kernel the reference's values, on key lists of several 128-key splits (many 64-key tiles): every
+// kernel the reference's values, on key lists of several 128-key splits (many 32-key tiles): every
 // completed entry of a rate-4 compressor at position ~1,100, and 200 selected entries, a few of
 // them empty (-1). (On the CPU the option is ignored: the same op four times.)
 TEST_P(BackendOps, AttentionSchedulesGiveTheSameBits) {
