@@ -3,8 +3,6 @@
 // and sparse attention. Plain functions over device pointers, callable from g++ code; each launches
 // on the calling thread's stream (launch_control.h) and returns without synchronising (the caller
 // checks the launch).
-#include <cuda_runtime.h>
-
 #include <cstdint>
 
 #include "backend/cuda/device_types.h"
@@ -101,10 +99,8 @@ void launch_sparse_attention(const SparseAttentionArgs& a, int64_t t0, int64_t t
 
 // The same attention on the tensor cores (tc_attention.cu): tokens [t0, t0 + tokens), 32 heads a
 // CTA, float32 precision through split TF32 operands but not the CUDA-core kernels' bits. For head
-// sizes with sparse_attention_tc_supports; prepare_sparse_attention_tc(hd) before the first launch
-// on a device (it needs more than 48 KB of shared memory).
+// sizes with sparse_attention_tc_supports.
 bool sparse_attention_tc_supports(int64_t hd);
-cudaError_t prepare_sparse_attention_tc(int64_t hd);
 void launch_sparse_attention_tc(const SparseAttentionArgs& a, int64_t t0, int64_t tokens);
 
 }  // namespace deepinfer::cuda

@@ -116,6 +116,9 @@ enum class TcPolicy { Never, Always, Auto };
 TcPolicy tc_policy();
 // Auto's threshold: rows of a call (DEEPINFER_TC_MIN_ROWS overrides it, for measurements).
 int64_t tc_min_rows();
+// The same policy's threshold for sparse attention: tokens of a step
+// (DEEPINFER_TC_ATTENTION_MIN_TOKENS overrides it; ops_attention.cpp).
+int64_t tc_attention_min_tokens();
 // The tensor-core kernel format of a weight, or -1 for layouts only the CUDA-core tile takes
 // (gemm_format's element-wise ones). F32, F16 and FP8 with F32 scales add a third MMA per step for
 // the weight's low bf16 part, so every vector format is on the tensor cores and an F32 copy of

@@ -4,6 +4,9 @@
 // arguments are converted to the kernel's parameter types first, so the signature holds exactly
 // the bytes the kernel receives; argument structs have no padding (checked with -Wpadded where
 // they are declared), so equal arguments give equal bytes.
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
 #include <tuple>
 #include <type_traits>
 #include <utility>
@@ -33,6 +36,24 @@ void launch(void (*kernel)(P...), dim3 grid, dim3 block, size_t shared_bytes, A&
                                lc.stream);
       },
       params);
+}
+
+// Lets Kernel take `bytes` of dynamic shared memory (above the default 48 KB) on the current
+// device, once per kernel and device (a host call per launch would sit in every step); false, the
+// error left for the caller's launch check, if that fails. A template on the kernel itself, so
+// every instance has its own flags.
+template <auto Kernel>
+bool allow_dynamic_smem(size_t bytes) {
+  if (bytes <= 48 * 1024) return true;
+  static std::atomic<uint64_t> done{0};  // a bit per device
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess) return false;
+  const uint64_t bit = uint64_t{1} << (dev & 63);
+  if (done.load(std::memory_order_relaxed) & bit) return true;
+  if (cudaFuncSetAttribute(Kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)) != cudaSuccess)
+    return false;
+  done.fetch_or(bit, std::memory_order_relaxed);
+  return true;
 }
 
 }  // namespace deepinfer::cuda

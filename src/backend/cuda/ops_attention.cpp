@@ -1,10 +1,10 @@
 // CUDA state ops: compressors, indexer, window ring, sparse attention. Host side: shape checks,
 // staging and launches of the kernels in attention_kernels.cu (semantics: cpu/attention_ops.cpp).
 #include <algorithm>
-#include <cstdlib>
 #include <vector>
 
 #include "backend/cuda/attention_kernels.h"
+#include "backend/cuda/gemm_kernels.h"  // the tensor-core policy
 #include "backend/cuda/cuda_backend.h"
 
 namespace deepinfer::cuda {
@@ -156,24 +156,6 @@ void CudaBackend::store_window(const backend::WindowLayout& wl, TensorView kv, s
   DEEPINFER_CUDA_LAUNCHED();
 }
 
-namespace {
-
-// Tokens from which a default-mode step runs attention on the tensor cores
-// (DEEPINFER_TC_ATTENTION_MIN_TOKENS overrides). V4-Flash shape, 4K context (docs/perf.md, session
-// 15): the tensor cores win at 32 decode tokens (15.4 against 16.6 ms a step) and 128 (45.8 against
-// 53.6) and in prefill (1.24-1.32x), and lose at 8 (6.0 against 5.6) and 1 (2.8 against 2.1): a
-// token's 32-head CTA cannot fill the GPU the way 128-key splits of every (token, head) do.
-int64_t tc_attention_min_tokens() {
-  static const int64_t n = [] {
-    const char* v = std::getenv("DEEPINFER_TC_ATTENTION_MIN_TOKENS");
-    const long long r = v ? std::atoll(v) : 0;
-    return r > 0 ? static_cast<int64_t>(r) : int64_t{32};
-  }();
-  return n;
-}
-
-}  // namespace
-
 // A pinned schedule decides; otherwise the GEMM policy's rule (DEEPINFER_TC_GEMM, batch invariance:
 // CudaBackend::tensor_cores_when) with a threshold of its own.
 bool CudaBackend::attention_on_tensor_cores(int64_t tokens, int64_t hd) const {
@@ -228,7 +210,6 @@ void CudaBackend::sparse_attention(TensorView q, TensorView kv, const backend::W
   a.selected = use_selection ? selected.i32() : nullptr;
   a.k_sel = k_sel;
   if (attention_on_tensor_cores(T, hd)) {
-    DEEPINFER_CUDA_CHECK(prepare_sparse_attention_tc(hd));  // per call: attributes are per device
     launch_sparse_attention_tc(a, 0, T);
     DEEPINFER_CUDA_LAUNCHED();
     return;

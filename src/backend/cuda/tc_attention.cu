@@ -319,14 +319,11 @@ __global__ void __launch_bounds__(kThreads, 1) sparse_attention_tc_kernel(Sparse
 
 bool sparse_attention_tc_supports(int64_t hd) { return hd >= 8 && hd % 8 == 0 && hd <= kMaxAttentionHeadDim; }
 
-cudaError_t prepare_sparse_attention_tc(int64_t hd) {
-  return cudaFuncSetAttribute(sparse_attention_tc_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                              static_cast<int>(shared_bytes(hd)));
-}
-
 void launch_sparse_attention_tc(const SparseAttentionArgs& a, int64_t t0, int64_t tokens) {
   if (tokens <= 0 || a.H <= 0) return;
   const int64_t groups = (a.H + kHeadsPerCta - 1) / kHeadsPerCta;
+  // Opted in once for the largest head size (the attribute is a ceiling).
+  if (!allow_dynamic_smem<sparse_attention_tc_kernel>(shared_bytes(kMaxAttentionHeadDim))) return;
   launch(sparse_attention_tc_kernel, static_cast<unsigned>(tokens * groups), kThreads, shared_bytes(a.hd), a, t0);
 }
 

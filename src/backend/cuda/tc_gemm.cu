@@ -28,7 +28,6 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
-#include <atomic>
 #include <cstdint>
 #include <cstdlib>
 #include <string_view>
@@ -591,23 +590,6 @@ int rows_per_warp() {
   return rg;
 }
 
-// Lets Kernel take `bytes` of dynamic shared memory (above the default 48 KB) on the current
-// device, once per kernel and device; false (the error left for the caller's launch check) if that
-// fails. (A template on the kernel itself: every instance has its own flags.)
-template <auto Kernel>
-bool allow_smem(size_t bytes) {
-  if (bytes <= 48 * 1024) return true;
-  static std::atomic<uint64_t> done{0};  // a bit per device
-  int dev = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess) return false;
-  const uint64_t bit = uint64_t{1} << (dev & 63);
-  if (done.load(std::memory_order_relaxed) & bit) return true;
-  if (cudaFuncSetAttribute(Kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)) != cudaSuccess)
-    return false;
-  done.fetch_or(bit, std::memory_order_relaxed);
-  return true;
-}
-
 }  // namespace tc
 
 }  // namespace
@@ -621,14 +603,28 @@ TcPolicy tc_policy() {
   return p;
 }
 
+namespace {
+// A positive count from the environment variable `name`, else `fallback`.
+int64_t positive_env(const char* name, int64_t fallback) {
+  const char* v = std::getenv(name);
+  const long long r = v ? std::atoll(v) : 0;
+  return r > 0 ? static_cast<int64_t>(r) : fallback;
+}
+}  // namespace
+
 // 8: from 8 rows a step is faster with the tensor cores (V4-Flash shape, batch 8: 5.55 against 5.82
 // ms); below, the CUDA-core tile streams the weights faster (batch 1: 3.3 against 2.1 ms).
 int64_t tc_min_rows() {
-  static const int64_t n = [] {
-    const char* v = std::getenv("DEEPINFER_TC_MIN_ROWS");
-    const long long r = v ? std::atoll(v) : 0;
-    return r > 0 ? static_cast<int64_t>(r) : int64_t{8};
-  }();
+  static const int64_t n = positive_env("DEEPINFER_TC_MIN_ROWS", 8);
+  return n;
+}
+
+// 32 (docs/perf.md, session 15; V4-Flash shape, 4K context): the tensor-core attention wins at 32
+// decode tokens (15.4 against 16.6 ms a step) and 128 (45.8 against 53.6) and in prefill
+// (1.24-1.32x), and loses at 8 (6.0 against 5.6) and 1 (2.8 against 2.1): a token's 32-head CTA
+// cannot fill the GPU the way 128-key splits of every (token, head) do.
+int64_t tc_attention_min_tokens() {
+  static const int64_t n = positive_env("DEEPINFER_TC_ATTENTION_MIN_TOKENS", 32);
   return n;
 }
 
@@ -693,7 +689,7 @@ void launch_linear_tc(int fmt, const DevMatrix& w, int64_t groups, const float* 
 #define DEEPINFER_TC_LINEAR_K(F, NT, RG, RAW)                                                                     \
   {                                                                                                               \
     constexpr size_t smem = tc::staged_smem<F, NT, RG, RAW>();                                                    \
-    if (!tc::allow_smem<tc::linear_tc_kernel<F, NT, RG, RAW>>(smem)) return;                                     \
+    if (!allow_dynamic_smem<tc::linear_tc_kernel<F, NT, RG, RAW>>(smem)) return;                                     \
     launch(tc::linear_tc_kernel<F, NT, RG, RAW>, grid, tc::kThreads, smem, w, groups, RAW ? nullptr : x4,          \
            RAW ? x : nullptr, tokens, y, nb, ks, seq);                                                            \
   }
@@ -739,7 +735,7 @@ void launch_moe_gemm_tc(bool swiglu, int fmt, const DevMatrix* wa, const DevMatr
 #define DEEPINFER_TC_MOE_K(F, S, NT, RG, RAW)                                                                       \
   {                                                                                                                 \
     constexpr size_t smem = tc::staged_smem<F, NT, RG, RAW>();                                                      \
-    if (!tc::allow_smem<tc::moe_tc_kernel<F, S, NT, RG, RAW>>(smem)) return;                                       \
+    if (!allow_dynamic_smem<tc::moe_tc_kernel<F, S, NT, RG, RAW>>(smem)) return;                                       \
     launch(tc::moe_tc_kernel<F, S, NT, RG, RAW>, grid, tc::kThreads, smem, wa, wb, tiles, tile_count, identity_rows, \
            row_src, x4, x_rows, x, K, y, n_out, limit, ks, seq);                                                    \
   }
