@@ -3,7 +3,9 @@
 # kernel of one `deepinfer bench` run on the V4-Flash-shaped checkpoint, summed by kernel name, in
 # ONE device call (after tools/gpu/build.sh here; the device tool: carry [".gpu"]):
 #
-#   tools/gpu/ncu_breakdown.sh        # PREFILL=2048 (default) or BATCH=32 (one decode step instead)
+#   tools/gpu/ncu_breakdown.sh        # PREFILL=2048 (default) or BATCH=32 (one decode step instead);
+#                                     # NCU_CACHE=none: keep the caches between kernels (default:
+#                                     # ncu flushes them, which inflates the small kernels)
 #
 # The bench's warm-up runs are profiled too (same shapes), so the shares, not the sums, are the
 # point. Writes $OUT/ncu_breakdown.md.
@@ -22,7 +24,7 @@ else
   shape=(--batch none --prefill "${PREFILL:-2048}" --prefill-runs 1) range=(--profile-from-start on)
   what="prefill ${PREFILL:-2048} (with its warm-up)"
 fi
-"$ncu" "${range[@]}" --clock-control none --metrics gpu__time_duration.sum --csv --page raw \
+"$ncu" "${range[@]}" --clock-control none --cache-control "${NCU_CACHE:-all}" --metrics gpu__time_duration.sum --csv --page raw \
   "$root/.gpu/deepinfer" bench --model "$src" --device cuda "${shape[@]}" > "$out/ncu_breakdown.csv" 2> "$out/ncu_breakdown.err"
 echo "ncu rc $?"
 python3 - "$out/ncu_breakdown.csv" "$what" > "$out/ncu_breakdown.md" <<'EOF'
@@ -45,7 +47,7 @@ for r in rows[head + 1:]:
     total += ns
 print(f"{sys.argv[2]}: {total / 1e6:.2f} ms of kernels, {sum(launches.values())} launches\n")
 print("| kernel | share | ms | launches |\n|---|---:|---:|---:|")
-for name, ns in by_kernel.most_common(15):
+for name, ns in by_kernel.most_common(30):
     print(f"| `{name}` | {100 * ns / total:.1f}% | {ns / 1e6:.2f} | {launches[name]} |")
 EOF
 cat "$out/ncu_breakdown.md"

@@ -69,6 +69,7 @@ __device__ __forceinline__ void window_slot(const Rows& r, int64_t win, bool pri
 // One block per completed window: every channel's softmax-gated sum, then RMSNorm (weight), then
 // rope at position win * rate, written to the entry. Dynamic shared memory: head_dim floats.
 __global__ void compress_entries_kernel(CompressArgs a, const int64_t* windows) {
+  wait_for_previous_kernel();
   extern __shared__ float entry[];
   __shared__ double partial[32];
   const DevCompressor& c = a.c;
@@ -136,6 +137,7 @@ __global__ void compress_entries_kernel(CompressArgs a, const int64_t* windows) 
 // completed window's first half becomes the overlap, then the open window's new rows are kept.
 // The overlap may read pending rows that the second part overwrites, hence the barrier between.
 __global__ void compress_slots_kernel(CompressArgs a) {
+  wait_for_previous_kernel();
   const DevCompressor& c = a.c;
   const int64_t rate = c.rate, hd = c.head_dim, width = c.width;
   const DeviceSeq seq = a.seqs[blockIdx.x];
@@ -180,6 +182,7 @@ constexpr int kScoreWarps = 8;
 
 // One warp per (token, entry): sum_h relu(q[t,h] . k_j) * score_scale * (w[t,h] * hw_scale).
 __global__ void indexer_scores_kernel(IndexerArgs a, int64_t t0, float* scores, int64_t stride) {
+  wait_for_previous_kernel();
   const int64_t t = t0 + blockIdx.y;
   DeviceSeq seq;
   int64_t visible;
@@ -244,6 +247,7 @@ constexpr int kTopKThreads = 512;
 // Those rows are chosen again by indexer_reference_ties_kernel (torch.topk's CPU tie order).
 __global__ void indexer_topk_kernel(IndexerArgs a, int64_t t0, const float* scores, int64_t stride, int64_t top_k,
                                     int32_t* selected, int32_t* undecided) {
+  wait_for_previous_kernel();
   __shared__ unsigned hist[256];
   __shared__ uint32_t s_prefix, s_mask;
   __shared__ int s_remaining, s_nonfinite, s_tied;
@@ -317,6 +321,7 @@ __global__ void indexer_topk_kernel(IndexerArgs a, int64_t t0, const float* scor
 // `row` (the scores) and `ids` are overwritten. Rows not flagged return at once.
 __global__ void indexer_reference_ties_kernel(IndexerArgs a, int64_t t0, float* scores, int32_t* ids, int64_t stride,
                                               int64_t top_k, int32_t* selected, const int32_t* undecided) {
+  wait_for_previous_kernel();
   if (!undecided[blockIdx.x]) return;
   const int64_t t = t0 + blockIdx.x;
   DeviceSeq seq;
@@ -356,6 +361,7 @@ __global__ void indexer_reference_ties_kernel(IndexerArgs a, int64_t t0, float* 
 
 __global__ void store_window_kernel(const DeviceSeq* seqs, int32_t nseq, int64_t tokens, const float* kv, DevState st,
                                     int64_t window, int64_t hd, int64_t slot_offset) {
+  wait_for_previous_kernel();
   const int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (idx >= tokens * hd) return;
   const int64_t t = idx / hd, c = idx % hd;
@@ -516,6 +522,7 @@ __device__ __forceinline__ void combine_splits(float sink, const float* m, const
 
 __global__ void sparse_attention_partial_kernel(SparseAttentionArgs a, int64_t t0, int64_t splits, float* part_m,
                                                 float* part_l, float* part_o) {
+  wait_for_previous_kernel();
   __shared__ AttendShared sh;
   const int64_t tt = blockIdx.x / a.H, h = blockIdx.x % a.H, split = blockIdx.y;
   const AttendPair pr = attend_pair(a, t0 + tt, h);
@@ -525,6 +532,7 @@ __global__ void sparse_attention_partial_kernel(SparseAttentionArgs a, int64_t t
 
 __global__ void sparse_attention_combine_kernel(SparseAttentionArgs a, int64_t t0, int64_t splits, const float* part_m,
                                                 const float* part_l, const float* part_o) {
+  wait_for_previous_kernel();
   extern __shared__ float weight_of_split[];  // [splits]
   __shared__ float inv;
   const int64_t tt = blockIdx.x / a.H, h = blockIdx.x % a.H, t = t0 + tt, hd = a.hd;
@@ -536,6 +544,7 @@ __global__ void sparse_attention_combine_kernel(SparseAttentionArgs a, int64_t t
 // Every split of a (token, head) in one block, then the combine, with the partials in shared
 // memory: the same functions, in the same order, as the two kernels above.
 __global__ void sparse_attention_fused_kernel(SparseAttentionArgs a, int64_t t0, int64_t splits) {
+  wait_for_previous_kernel();
   __shared__ AttendShared sh;
   __shared__ float s_m[kMaxFusedAttentionSplits], s_l[kMaxFusedAttentionSplits];
   __shared__ float weight_of_split[kMaxFusedAttentionSplits];

@@ -10,12 +10,14 @@ namespace {
 constexpr int kThreads = 256;
 
 __global__ void gather_rows_kernel(const float* src, const int64_t* rows, int64_t count, int64_t width, float* dst) {
+  wait_for_previous_kernel();
   const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   if (i >= count * width) return;
   dst[i] = src[rows[i / width] * width + i % width];
 }
 
 __global__ void embed_kernel(DevMatrix table, const int32_t* ids, int64_t tokens, int64_t copies, float* out) {
+  wait_for_previous_kernel();
   const int64_t D = table.cols;
   const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   if (i >= tokens * copies * D) return;
@@ -39,6 +41,7 @@ __device__ __forceinline__ double block_sum(double s, double* partial) {
 }
 
 __global__ void rms_norm_kernel(const float* x, const float* weight, float eps, int64_t n, float* out) {
+  wait_for_previous_kernel();
   __shared__ double partial[kThreads / 32];
   const float* xr = x + blockIdx.x * n;
   float* o = out + blockIdx.x * n;
@@ -82,6 +85,7 @@ __global__ void rms_norm_kernel(const float* x, const float* weight, float eps, 
 
 __global__ void rope_kernel(float* x, const int64_t* positions, int64_t tokens, int64_t heads, int64_t head_dim,
                             DevRope rope, float sign) {
+  wait_for_previous_kernel();
   const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   if (i >= tokens * heads * rope.half) return;
   const int64_t pair = i % rope.half, th = i / rope.half, t = th / heads;
@@ -96,6 +100,7 @@ __global__ void rope_kernel(float* x, const int64_t* positions, int64_t tokens, 
 
 __global__ void mhc_post_kernel(const float* old, const float* out, const float* post, const float* comb,
                                 int64_t tokens, int64_t n, int64_t D, float* residual) {
+  wait_for_previous_kernel();
   const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   if (i >= tokens * n * D) return;
   const int64_t d = i % D, k = (i / D) % n, t = i / (n * D);
@@ -115,6 +120,7 @@ constexpr int kMixGroup = 8;  // fn rows per pass (register accumulators)
 __global__ void __launch_bounds__(kThreads) mhc_mix_partials_kernel(const float* residual, int64_t width, const float* fn,
                                                                     int64_t mixes, int64_t chunks, double* sumsq,
                                                                     float* dots) {
+  wait_for_previous_kernel();
   __shared__ double dpart[kThreads / 32];
   __shared__ float fpart[kThreads / 32][kMixGroup];
   const int64_t t = blockIdx.x, chunk = blockIdx.y;  // tokens in x: gridDim.y stops at 65535
@@ -194,6 +200,7 @@ __device__ void sinkhorn_serial(float* c, int64_t n, int64_t iters, float eps) {
 // grid (tokens, column slices): every block of a token derives the same coefficients (the same
 // arithmetic), slice 0 writes post / comb, and each block mixes its columns of the copies.
 __global__ void __launch_bounds__(kThreads) mhc_finish_kernel(MhcFinishArgs a) {
+  wait_for_previous_kernel();
   extern __shared__ float sm[];
   float* mix = sm;               // [mixes]
   float* c = sm + a.mixes;       // [n * n]
@@ -264,6 +271,7 @@ __global__ void __launch_bounds__(kThreads) mhc_finish_kernel(MhcFinishArgs a) {
 constexpr int kPostMaxCopies = 8;
 __global__ void mhc_post_inplace_kernel(float* residual, const float* out, const float* post, const float* comb,
                                         int64_t tokens, int64_t n, int64_t D) {
+  wait_for_previous_kernel();
   const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   if (i >= tokens * D) return;
   const int64_t t = i / D, d = i % D;

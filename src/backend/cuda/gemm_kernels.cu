@@ -51,6 +51,7 @@ template <int F, int kMaxRows>
 __global__ void __launch_bounds__(skinny::kThreads, 2)
     linear_kernel(DevMatrix w, int64_t groups, const float* x, int64_t tokens, float* y, int64_t nm, int ks,
                   bool x_vec) {
+  wait_for_previous_kernel();
   const int64_t b = blockIdx.x, rb = (b % nm) * skinny::kRows;
   skinny::run<F, false, kMaxRows>(linear_job(w, groups, x, y, ks, x_vec, blockIdx.z, b / nm, rb,
                                              rb + skinny::kRows < tokens ? rb + skinny::kRows : tokens));
@@ -63,6 +64,7 @@ template <int F, int RM>
 __global__ void __launch_bounds__(skinny::kThreads, 2)
     linear_stream_kernel(DevMatrix w, int64_t groups, const float* x, int64_t tokens, float* y, int64_t ct, int ks,
                          bool x_vec) {
+  wait_for_previous_kernel();
   __shared__ float red[skinny::kWarps][skinny::kRW][skinny::kRows];
   auto job = [&](int64_t b) { return linear_job(w, groups, x, y, ks, x_vec, b / ct, b % ct, 0, tokens); };
   skinny::stream<F, false, RM>(ct * groups, job, red);
@@ -111,6 +113,7 @@ __global__ void __launch_bounds__(skinny::kThreads, 2)
     moe_gemm_kernel(const DevMatrix* wa, const DevMatrix* wb, const MoeTile* tiles, const int32_t* tile_count,
                     int64_t identity_rows, const int32_t* row_src, const float* x, int64_t K, float* y,
                     int64_t n_out, float limit, int ks, bool x_vec) {
+  wait_for_previous_kernel();
   if (tiles && static_cast<int64_t>(blockIdx.x) >= static_cast<int64_t>(*tile_count)) return;  // whole block
   skinny::run<F, kSwiglu, kMaxRows>(moe_job<kSwiglu>(wa, wb, tiles, blockIdx.x, blockIdx.y, identity_rows, row_src,
                                                      x, K, y, n_out, limit, ks, x_vec));
@@ -124,6 +127,7 @@ __global__ void __launch_bounds__(skinny::kThreads, 2)
     moe_stream_kernel(const DevMatrix* wa, const DevMatrix* wb, const MoeTile* tiles, const int32_t* tile_count,
                       int64_t grid_tiles, int64_t identity_rows, const int32_t* row_src, const float* x, int64_t K,
                       float* y, int64_t n_out, int64_t ncol, float limit, int ks, bool x_vec) {
+  wait_for_previous_kernel();
   __shared__ float red[skinny::kWarps][skinny::kRW][skinny::kRows];
   const int64_t ntiles = tiles ? static_cast<int64_t>(*tile_count) : grid_tiles;
   auto job = [&](int64_t b) {
@@ -143,6 +147,7 @@ __global__ void __launch_bounds__(skinny::kThreads, 2)
 // warp reduction that picks what the serial scan below would (kept in the comment) pick.
 constexpr int kRouteWarps = 4;
 __global__ void __launch_bounds__(32 * kRouteWarps) moe_route_kernel(MoeRouteArgs a) {
+  wait_for_previous_kernel();
   const int64_t t = static_cast<int64_t>(blockIdx.x) * kRouteWarps + threadIdx.x / 32;
   const int lane = static_cast<int>(threadIdx.x) & 31;
   if (t >= a.tokens) return;  // whole warp
@@ -235,6 +240,7 @@ __global__ void __launch_bounds__(32 * kRouteWarps) moe_route_kernel(MoeRouteArg
 // ---------------------------------------------------------------- MoE plan / combine
 
 __global__ void moe_count_kernel(const int32_t* experts, int64_t routed, int64_t E, int32_t* counts, int32_t* pos) {
+  wait_for_previous_kernel();
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= routed) return;
   const int32_t e = experts[i];
@@ -247,6 +253,7 @@ __global__ void moe_count_kernel(const int32_t* experts, int64_t routed, int64_t
 constexpr int kPlanThreads = 1024;
 __global__ void __launch_bounds__(kPlanThreads) moe_plan_kernel(const int32_t* counts, int64_t E, int32_t* offsets,
                                                                 MoeTile* tiles, int32_t* tile_count, int32_t tt) {
+  wait_for_previous_kernel();
   __shared__ int32_t srows[kPlanThreads], stiles[kPlanThreads];
   const int t = static_cast<int>(threadIdx.x);
   const int64_t per = (E + kPlanThreads - 1) / kPlanThreads, e0 = t * per, e1 = e0 + per < E ? e0 + per : E;
@@ -281,6 +288,7 @@ __global__ void __launch_bounds__(kPlanThreads) moe_plan_kernel(const int32_t* c
 
 __global__ void moe_assign_kernel(const int32_t* experts, const int32_t* pos, const int32_t* offsets, int64_t routed,
                                   int64_t K, int32_t* row_of, int32_t* row_token) {
+  wait_for_previous_kernel();
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= routed) return;
   const int32_t p = pos[i];
@@ -296,6 +304,7 @@ __global__ void moe_assign_kernel(const int32_t* experts, const int32_t* pos, co
 // Block (t, c): token t, outputs c * blockDim + thread. Experts added in ascending id (ties: ascending k).
 __global__ void moe_combine_kernel(float* out, const float* ye, const int32_t* experts, const float* weights,
                                    const int32_t* row_of, int64_t K, int64_t D) {
+  wait_for_previous_kernel();
   const int64_t t = blockIdx.x;
   const int32_t* ex = experts + t * K;
   const int32_t* rows = row_of + t * K;
@@ -325,6 +334,7 @@ __global__ void moe_combine_kernel(float* out, const float* ye, const int32_t* e
 }
 
 __global__ void fill_kernel(float* dst, int64_t n, float value) {
+  wait_for_previous_kernel();
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i < n) dst[i] = value;
 }

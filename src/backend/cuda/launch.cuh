@@ -4,6 +4,13 @@
 // arguments are converted to the kernel's parameter types first, so the signature holds exactly
 // the bytes the kernel receives; argument structs have no padding (checked with -Wpadded where
 // they are declared), so equal arguments give equal bytes.
+//
+// Kernels are launched with programmatic dependent launch (Hopper's griddepcontrol): a kernel's
+// CTAs may start while the kernel before it in the stream is still running, which hides the launch
+// gap between the many small kernels of a decode step (in CUDA graphs too). So the first statement
+// of every kernel is wait_for_previous_kernel(): nothing of it reads or writes memory before the
+// previous kernel has finished, and since every kernel waits, finishing implies all earlier ones
+// finished too (tests/backend/kernel_sources_test.cpp checks every kernel of the kernel files).
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -31,9 +38,18 @@ void launch(void (*kernel)(P...), dim3 grid, dim3 block, size_t shared_bytes, A&
   std::apply(
       [&](auto&... p) {
         void* pointers[sizeof...(P) + 1] = {static_cast<void*>(&p)...};
+        cudaLaunchAttribute attribute{};
+        attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+        attribute.val.programmaticStreamSerializationAllowed = 1;
+        cudaLaunchConfig_t config{};
+        config.gridDim = grid;
+        config.blockDim = block;
+        config.dynamicSmemBytes = shared_bytes;
+        config.stream = lc.stream;
+        config.attrs = &attribute;
+        config.numAttrs = lc.dependent_launch ? 1 : 0;
         // The status also stays in cudaGetLastError, which DEEPINFER_CUDA_LAUNCHED checks.
-        (void)cudaLaunchKernel(reinterpret_cast<const void*>(kernel), grid, block, pointers, shared_bytes,
-                               lc.stream);
+        (void)cudaLaunchKernelExC(&config, reinterpret_cast<const void*>(kernel), pointers);
       },
       params);
 }
@@ -55,5 +71,18 @@ bool allow_dynamic_smem(size_t bytes) {
   done.fetch_or(bit, std::memory_order_relaxed);
   return true;
 }
+
+#ifdef __CUDACC__
+// The first statement of every kernel: wait until the previous kernel in the stream has finished
+// and its writes are visible, then let the next kernel's CTAs launch (they wait in turn, so at most
+// two kernels overlap: this one and the next one's prologue). Both are no-ops in a kernel launched
+// without the attribute.
+__device__ __forceinline__ void wait_for_previous_kernel() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+#endif
 
 }  // namespace deepinfer::cuda

@@ -1,5 +1,6 @@
 #include "backend/cuda/launch_control.h"
 
+#include <cstdlib>
 #include <cstring>
 
 namespace deepinfer::cuda {
@@ -25,6 +26,14 @@ void LaunchControl::fold(const void* bytes, size_t n) {
     mix(w ^ 0x100);
   }
   signature = h;
+}
+
+bool LaunchControl::dependent_launch_enabled() {
+  static const bool enabled = [] {
+    const char* v = std::getenv("DEEPINFER_PDL");
+    return !(v && std::strcmp(v, "0") == 0);
+  }();
+  return enabled;
 }
 
 LaunchControl& launch_control() {

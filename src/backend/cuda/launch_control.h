@@ -16,6 +16,10 @@ struct LaunchControl {
   bool record = false;    // fold every launch and stream copy into `signature`
   bool suppress = false;  // replaying a recording: fold, but launch nothing
   uint64_t signature = 0;
+  // Launch kernels with programmatic dependent launch (launch.cuh); DEEPINFER_PDL=0 turns it off.
+  bool dependent_launch = dependent_launch_enabled();
+
+  static bool dependent_launch_enabled();
 
   void fold(const void* bytes, size_t n);
   template <typename T>

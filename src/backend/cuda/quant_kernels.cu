@@ -35,6 +35,7 @@ __device__ __forceinline__ float to_e4m3(float x) { return round_to_format(x, 3,
 __device__ __forceinline__ float to_e2m1(float x) { return round_to_format(x, 1, 0, 6.0f); }
 
 __global__ void quantize_dequantize_kernel(float* x, int64_t groups, int format) {
+  wait_for_previous_kernel();
   const int64_t g = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (g >= groups) return;
   const int n = format == 2 ? 16 : 32;

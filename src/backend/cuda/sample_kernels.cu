@@ -221,6 +221,7 @@ __device__ uint64_t largest_reaching(uint64_t lo, uint64_t hi, Eval eval, Narrow
 
 __global__ void __launch_bounds__(kThreads) sample_kernel(const float* logits, int64_t vocab, const DevSampleRow* rows,
                                                           const uint32_t* masks, DevSampleResult* out) {
+  wait_for_previous_kernel();
   __shared__ SampleShared s;
   extern __shared__ unsigned char survivors[];
   const int t = threadIdx.x;

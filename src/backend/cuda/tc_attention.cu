@@ -148,6 +148,7 @@ __device__ __forceinline__ void gather_tile(const SparseAttentionArgs& a, const 
 }
 
 __global__ void __launch_bounds__(kThreads, 1) sparse_attention_tc_kernel(SparseAttentionArgs a, int64_t t0) {
+  wait_for_previous_kernel();
   extern __shared__ float smem[];
   const int hd = static_cast<int>(a.hd), rs = static_cast<int>(row_stride(hd));  // <= 516
   float* q_s = smem;                                  // [32, rs]

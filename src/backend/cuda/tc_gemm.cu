@@ -481,6 +481,7 @@ template <int F, int NT, int RG, bool kRaw>
 __global__ void __launch_bounds__(kThreads, NT * RG >= 8 ? 1 : 2)
     linear_tc_kernel(DevMatrix w, int64_t groups, const uint4* xc, const float* x, int64_t tokens, float* y, int64_t nb,
                      int ks, bool seq) {
+  wait_for_previous_kernel();
   __shared__ Red<RG == 1 ? NT : 1> red;  // the split schedule's (RG 1 only)
   extern __shared__ uint4 x_stage[];     // staged_smem() bytes
   const int64_t R = w.rows / groups, C = w.cols, gi = blockIdx.z;
@@ -513,6 +514,7 @@ __global__ void __launch_bounds__(kThreads, NT * RG >= 8 ? 1 : 2)
     moe_tc_kernel(const DevMatrix* wa, const DevMatrix* wb, const MoeTile* tiles, const int32_t* tile_count,
                   int64_t identity_rows, const int32_t* row_src, const uint4* xc, int64_t x_rows, const float* x,
                   int64_t K, float* y, int64_t n_out, float limit, int ks, bool seq) {
+  wait_for_previous_kernel();
   __shared__ Red<RG == 1 ? NT : 1> red;
   extern __shared__ uint4 x_stage[];  // staged_smem() bytes
   int e = 0;
@@ -554,6 +556,7 @@ __global__ void __launch_bounds__(kThreads, NT * RG >= 8 ? 1 : 2)
 // split_index order (zeros past C), then the lo plane (Split::lo) in the same order. One thread per
 // record.
 __global__ void split_x_kernel(const float* x, int64_t rows, int64_t groups, int64_t C, uint4* out) {
+  wait_for_previous_kernel();
   const int64_t per = split_row_records(C), i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= rows * groups * per) return;
   const int64_t r = i / (groups * per), g = (i / per) % groups, c4 = i % per;  // c4: column quad, in order

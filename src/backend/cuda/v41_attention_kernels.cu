@@ -45,6 +45,7 @@ struct KeyList {
 // Every thread keeps the same running max and sum (computed from the same shared scores in the
 // same order); thread c owns channels c, c + 128, ...
 __global__ void __launch_bounds__(kAttnThreads) attention_v41_kernel(SparseAttentionArgs a, int block_mode) {
+  wait_for_previous_kernel();
   extern __shared__ int32_t sel[];  // [k_sel]
   __shared__ float scores[kBlockKeys];
   __shared__ int32_t nsel;
@@ -136,6 +137,7 @@ constexpr int kScoreWarpsV41 = 8;
 // heads added in order in float32; -inf outside a Filter's candidate blocks.
 __global__ void indexer_scores_v41_kernel(IndexerArgs a, int64_t t0, float* scores, int64_t stride,
                                           const int32_t* candidates, int64_t cb, int64_t bs) {
+  wait_for_previous_kernel();
   const int64_t t = t0 + blockIdx.y;
   DeviceSeq seq;
   int64_t visible;
@@ -179,6 +181,7 @@ constexpr int kCandidateThreads = 256;
 // rounds of a block-wide argmax (higher key, then lower block) until only -inf blocks remain.
 __global__ void candidate_blocks_kernel(IndexerArgs a, int64_t t0, const float* scores, int64_t stride, int64_t cb,
                                         int64_t bs, uint32_t* keys_all, int64_t block_stride, int32_t* candidates) {
+  wait_for_previous_kernel();
   __shared__ unsigned long long best;
   const int64_t t = t0 + blockIdx.x;
   DeviceSeq seq;

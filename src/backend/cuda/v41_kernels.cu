@@ -25,12 +25,14 @@ __device__ __forceinline__ float* slot_of(const DevState& st, const DeviceSeq& s
 }
 
 __global__ void round_bf16_kernel(float* x, int64_t n) {
+  wait_for_previous_kernel();
   const int64_t i = global_index();
   if (i < n) x[i] = round_bf16_f(x[i]);
 }
 
 __global__ void mhc_collapse_kernel(const float* residual, const float* pre, int64_t tokens, int64_t n, int64_t D,
                                     float* out) {
+  wait_for_previous_kernel();
   const int64_t i = global_index();
   if (i >= tokens * D) return;
   const int64_t t = i / D, d = i % D;
@@ -43,6 +45,7 @@ __global__ void mhc_collapse_kernel(const float* residual, const float* pre, int
 // weighted sum in token order. Rows of the step come from kv / gate, earlier ones from the slot.
 __global__ void compress_pool_kernel(DevCompressor c, DevState st, const DeviceSeq* seqs, const int64_t* entries,
                                      int64_t count, const float* kv, const float* gate, float* out) {
+  wait_for_previous_kernel();
   const int64_t i = global_index(), hd = c.head_dim, rate = c.rate;
   if (i >= count * hd) return;
   const int64_t e = i / hd, ch = i % hd;
@@ -73,6 +76,7 @@ __global__ void compress_pool_kernel(DevCompressor c, DevState st, const DeviceS
 // One block per sequence: the rows of its open group (pending kv, then pending gate).
 __global__ void compress_pool_slots_kernel(DevCompressor c, DevState st, const DeviceSeq* seqs, const float* kv,
                                            const float* gate) {
+  wait_for_previous_kernel();
   const DeviceSeq seq = seqs[blockIdx.x];
   const int64_t hd = c.head_dim, rate = c.rate, end = seq.start + seq.count;
   const int64_t open = end / rate * rate, first = seq.start > open ? seq.start : open;
@@ -86,6 +90,7 @@ __global__ void compress_pool_slots_kernel(DevCompressor c, DevState st, const D
 
 __global__ void store_entries_kernel(DevCompressor c, DevState st, const DeviceSeq* seqs, const int32_t* blocks,
                                      const int64_t* entries, int64_t count, const float* rows) {
+  wait_for_previous_kernel();
   const int64_t i = global_index(), hd = c.head_dim;
   if (i >= count * hd) return;
   const int64_t e = i / hd;
@@ -96,6 +101,7 @@ __global__ void store_entries_kernel(DevCompressor c, DevState st, const DeviceS
 // One block per (token, copy): three sums over D, then the gated add rounded to bf16.
 __global__ void engram_gate_kernel(float* residual, const float* kv, const float* weight, int64_t n, int64_t D,
                                    float eps) {
+  wait_for_previous_kernel();
   __shared__ float part[3][kThreads / 32];
   const int64_t t = blockIdx.x / n, i = blockIdx.x % n;
   float* h = residual + (t * n + i) * D;
@@ -124,6 +130,7 @@ __global__ void engram_gate_kernel(float* residual, const float* kv, const float
 // One thread per token: the ids of its n-gram (the step's own, the ring's, or below the window
 // floor the given history), then the rolling hash of every layer and column.
 __global__ void engram_hash_kernel(EngramHashArgs a) {
+  wait_for_previous_kernel();
   const int64_t t = global_index();
   if (t >= a.tokens) return;
   const int32_t si = seq_of_token(a.seqs, a.nseq, t);
@@ -155,6 +162,7 @@ __global__ void engram_hash_kernel(EngramHashArgs a) {
 
 // After every token's hash: the last min(count, window) ids of each sequence into its ring.
 __global__ void engram_ring_kernel(EngramHashArgs a) {
+  wait_for_previous_kernel();
   const DeviceSeq seq = a.seqs[blockIdx.x];
   float* ring = slot_of(a.st, seq, a.slot_offset);
   const int64_t from = seq.count > a.window ? seq.count - a.window : 0;
@@ -164,6 +172,7 @@ __global__ void engram_ring_kernel(EngramHashArgs a) {
 
 __global__ void gather_routed_rows_kernel(const float* x, const int32_t* row_token, const int32_t* offsets_end,
                                           int64_t rows, int64_t D, float* xr) {
+  wait_for_previous_kernel();
   const int64_t i = global_index();
   if (i >= rows * D || i / D >= *offsets_end) return;
   xr[i] = x[static_cast<int64_t>(row_token[i / D]) * D + i % D];
@@ -171,12 +180,14 @@ __global__ void gather_routed_rows_kernel(const float* x, const int32_t* row_tok
 
 __global__ void routed_row_weights_kernel(const int32_t* row_of, const float* weights, int64_t pairs,
                                           float* row_weight) {
+  wait_for_previous_kernel();
   const int64_t i = global_index();
   if (i < pairs && row_of[i] >= 0) row_weight[row_of[i]] = weights[i];
 }
 
 __global__ void swiglu_v41_kernel(const float* g, const float* u, const float* row_weight, int64_t rows, int64_t I,
                                   float limit, float* h) {
+  wait_for_previous_kernel();
   const int64_t i = global_index();
   if (i >= rows * I) return;
   float gv = round_bf16_f(g[i]), uv = round_bf16_f(u[i]);
@@ -191,6 +202,7 @@ __global__ void swiglu_v41_kernel(const float* g, const float* u, const float* r
 
 __global__ void moe_combine_v41_kernel(const float* ye, const int32_t* row_of, const int32_t* experts, const float* ys,
                                        int64_t tokens, int64_t top_k, int64_t D, float* out) {
+  wait_for_previous_kernel();
   const int64_t i = global_index();
   if (i >= tokens * D) return;
   const int64_t t = i / D, d = i % D;
