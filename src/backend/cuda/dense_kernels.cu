@@ -197,12 +197,41 @@ __device__ void sinkhorn_serial(float* c, int64_t n, int64_t iters, float eps) {
   }
 }
 
+// Sinkhorn for a compile-time n (V4's hc_mult 4): lane j * N + k holds c[j][k] in a register and
+// each sum fetches its N terms with independent shuffles, then adds them in ascending order as the
+// serial loop does, so the bits are the same with a fraction of the dependent latency.
+template <int N>
+__device__ float sinkhorn_lanes(float v, int64_t iters, float eps) {
+  const int lane = static_cast<int>(threadIdx.x) & 31, j = (lane / N) % N, k = lane % N;
+  for (int64_t it = 0; it < (iters > 1 ? iters : 1); ++it) {
+    float r[N];
+    if (it > 0) {
+#pragma unroll
+      for (int q = 0; q < N; ++q) r[q] = __shfl_sync(0xffffffffu, v, j * N + q);
+      float s = 0.0f;
+#pragma unroll
+      for (int q = 0; q < N; ++q) s += r[q];
+      v /= (s + eps);
+    }
+#pragma unroll
+    for (int q = 0; q < N; ++q) r[q] = __shfl_sync(0xffffffffu, v, q * N + k);
+    float s = 0.0f;
+#pragma unroll
+    for (int q = 0; q < N; ++q) s += r[q];
+    v /= (s + eps);
+  }
+  return v;
+}
+
 // grid (tokens, column slices): every block of a token derives the same coefficients (the same
-// arithmetic), slice 0 writes post / comb, and each block mixes its columns of the copies.
+// arithmetic), slice 0 writes post / comb, and each block mixes its columns of the copies. At one
+// token this is a chain of dependent steps (sums, coefficients, Sinkhorn, premix), so the constants
+// are loaded before the sums, each coefficient's pre-activation is formed where its mix is summed,
+// and the common n = 4 Sinkhorn runs in registers.
 __global__ void __launch_bounds__(kThreads) mhc_finish_kernel(MhcFinishArgs a) {
   wait_for_previous_kernel();
   extern __shared__ float sm[];
-  float* mix = sm;               // [mixes]
+  float* z = sm;                 // [mixes]: mix * scale + base, what the sigmoids / softmax take
   float* c = sm + a.mixes;       // [n * n]
   float* pre = c + a.n * a.n;    // [n]
   __shared__ float inv;
@@ -212,6 +241,14 @@ __global__ void __launch_bounds__(kThreads) mhc_finish_kernel(MhcFinishArgs a) {
   // fixed butterfly): warp 0 the sum of squares, then warp w the mixes w, w + 8, ... All loads of a
   // lane are independent, so a sum costs one memory latency, not one per chunk.
   const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) & 31;
+  constexpr int kMaxMixesPerWarp = 8;  // (2 + n) n <= 64 mixes for n <= 6; more take a second pass
+  float base_of[kMaxMixesPerWarp], scale_of[kMaxMixesPerWarp];
+#pragma unroll
+  for (int q = 0; q < kMaxMixesPerWarp; ++q) {
+    const int64_t m = warp + q * (kThreads / 32);
+    base_of[q] = m < a.mixes ? a.base[m] : 0.0f;
+    scale_of[q] = m < a.mixes ? a.scale[m < n ? 0 : m < 2 * n ? 1 : 2] : 0.0f;
+  }
   if (warp == 0) {
     double ss = 0.0;
     for (int64_t s = lane; s < a.chunks; s += 32) ss += a.sumsq[t * a.chunks + s];
@@ -219,42 +256,58 @@ __global__ void __launch_bounds__(kThreads) mhc_finish_kernel(MhcFinishArgs a) {
     if (lane == 0) inv = 1.0f / sqrtf(static_cast<float>(ss / static_cast<double>(a.width)) + a.norm_eps);
   }
   __syncthreads();
-  for (int64_t m = warp; m < a.mixes; m += kThreads / 32) {
+  auto mix_of = [&](int64_t m) {  // lane 0's sum is the mix
     float v = 0.0f;
     for (int64_t s = lane; s < a.chunks; s += 32) v += a.dots[(t * a.chunks + s) * a.mixes + m];
     for (int offset = 16; offset > 0; offset /= 2) v += __shfl_xor_sync(0xffffffffu, v, offset);
-    if (lane == 0) mix[m] = v * inv;
+    return v * inv;
+  };
+#pragma unroll
+  for (int q = 0; q < kMaxMixesPerWarp; ++q) {
+    const int64_t m = warp + q * (kThreads / 32);
+    if (m >= a.mixes) break;
+    const float mix = mix_of(m);
+    if (lane == 0) z[m] = __fmaf_rn(mix, scale_of[q], base_of[q]);
+  }
+  for (int64_t m = warp + kMaxMixesPerWarp * (kThreads / 32); m < a.mixes; m += kThreads / 32) {
+    const float mix = mix_of(m);
+    if (lane == 0) z[m] = __fmaf_rn(mix, a.scale[m < n ? 0 : m < 2 * n ? 1 : 2], a.base[m]);
   }
   __syncthreads();
   for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
-    pre[i] = sigmoid_f(mix[i] * a.scale[0] + a.base[i]) + a.hc_eps;
-    if (!head && writer) a.post[t * n + i] = 2.0f * sigmoid_f(mix[n + i] * a.scale[1] + a.base[n + i]);
+    pre[i] = sigmoid_f(z[i]) + a.hc_eps;
+    if (!head && writer) a.post[t * n + i] = 2.0f * sigmoid_f(z[n + i]);
     if (a.pre_out && writer) a.pre_out[t * n + i] = pre[i];
   }
   if (!head && writer) {
     for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {  // row j: softmax over k, then + eps
       float* row = c + j * n;
+      const float* zr = z + 2 * n + j * n;
       float mx = -INFINITY;
-      for (int64_t k = 0; k < n; ++k) {
-        row[k] = mix[2 * n + j * n + k] * a.scale[2] + a.base[2 * n + j * n + k];
-        mx = fmaxf(mx, row[k]);
-      }
+      for (int64_t k = 0; k < n; ++k) mx = fmaxf(mx, zr[k]);
       float sum = 0.0f;
       for (int64_t k = 0; k < n; ++k) {
-        row[k] = expf(row[k] - mx);
+        row[k] = expf(zr[k] - mx);
         sum += row[k];
       }
       const float r = 1.0f / sum;
       for (int64_t k = 0; k < n; ++k) row[k] = row[k] * r + a.hc_eps;
     }
     __syncthreads();
-    if (n * n <= 32) {
-      if (threadIdx.x < 32) sinkhorn_warp(c, n, a.iters, a.hc_eps);
-    } else if (threadIdx.x == 0) {
-      sinkhorn_serial(c, n, a.iters, a.hc_eps);
+    if (n == 4) {
+      if (threadIdx.x < 32) {
+        const float v = sinkhorn_lanes<4>(c[lane & 15], a.iters, a.hc_eps);
+        if (lane < 16) a.comb[t * 16 + lane] = v;
+      }
+    } else {
+      if (n * n <= 32) {
+        if (threadIdx.x < 32) sinkhorn_warp(c, n, a.iters, a.hc_eps);
+      } else if (threadIdx.x == 0) {
+        sinkhorn_serial(c, n, a.iters, a.hc_eps);
+      }
+      __syncthreads();
+      for (int64_t i = threadIdx.x; i < n * n; i += blockDim.x) a.comb[t * n * n + i] = c[i];
     }
-    __syncthreads();
-    for (int64_t i = threadIdx.x; i < n * n; i += blockDim.x) a.comb[t * n * n + i] = c[i];
   }
   __syncthreads();
   if (!a.input) return;
