@@ -436,35 +436,61 @@ __device__ __forceinline__ void attend_split(const SparseAttentionArgs& a, const
     o[i] = 0.0f;
   }
   float m = neg_inf(), l = 0.0f;
-  for (int64_t j = split * kSplitKeys + warp; j < j_end; j += kAttnWarps) {
-    const float* key;
+  // The warp's keys are j0 + 8 i. Their addresses (a selected entry's takes two dependent loads)
+  // are found at once, lane i for key i, and each key's values are loaded while the one before is
+  // used: the arithmetic and its order are the plain loop's, only the loads move earlier.
+  static_assert(kSplitKeys / kAttnWarps <= 32, "a warp's keys of a split fit its lanes");
+  const int64_t j0 = split * kSplitKeys + warp;
+  const int nk = j0 < j_end ? static_cast<int>((j_end - j0 + kAttnWarps - 1) / kAttnWarps) : 0;
+  const float* my_key = nullptr;  // lane i: key j0 + 8 i, null when a selection leaves it empty
+  if (lane < nk) {
+    const int64_t j = j0 + static_cast<int64_t>(kAttnWarps) * lane;
     if (j < pr.nwin) {
       const int64_t p = pr.p0 + j;
-      key = p < pr.seq.start ? pr.ring + (p % W) * hd : a.kv + (pr.seq.begin + p - pr.seq.start) * hd;
+      my_key = p < pr.seq.start ? pr.ring + (p % W) * hd : a.kv + (pr.seq.begin + p - pr.seq.start) * hd;
     } else {
       int64_t e = j - pr.nwin;
-      if (a.selected) {
-        e = a.selected[pr.t * a.k_sel + e];
-        if (e < 0) continue;
+      if (a.selected) e = a.selected[pr.t * a.k_sel + e];
+      if (e >= 0) my_key = dev_entry(a.st, pr.seq, a.blocks, a.entries, e);
+    }
+  }
+  auto key_at = [&](int i) {
+    return reinterpret_cast<const float*>(static_cast<uintptr_t>(__shfl_sync(0xffffffffu, static_cast<unsigned long long>(reinterpret_cast<uintptr_t>(my_key)), i)));
+  };
+  auto load_key = [&](const float* key, float (&v)[kAttnPerLane]) {
+#pragma unroll
+    for (int i = 0; i < kAttnPerLane; ++i) {
+      const int64_t c = lane + 32 * i;
+      v[i] = key && c < hd ? key[c] : 0.0f;
+    }
+  };
+  float cur[kAttnPerLane], next[kAttnPerLane];
+  const float* key = nk > 0 ? key_at(0) : nullptr;
+  load_key(key, cur);
+  for (int i = 0; i < nk; ++i) {
+    const float* key_next = i + 1 < nk ? key_at(i + 1) : nullptr;
+    load_key(key_next, next);
+    if (key) {
+      float d = 0.0f;
+#pragma unroll
+      for (int k = 0; k < kAttnPerLane; ++k) {
+        const int64_t c = lane + 32 * k;
+        if (c < hd) d += q[k] * cur[k];
       }
-      key = dev_entry(a.st, pr.seq, a.blocks, a.entries, e);
-    }
-    float d = 0.0f;
+      const float x = warp_sum(d) * a.scale;
+      const float m_new = fmaxf(m, x);
+      const float corr = expf(m - m_new), p = expf(x - m_new);
+      l = l * corr + p;
 #pragma unroll
-    for (int i = 0; i < kAttnPerLane; ++i) {
-      const int64_t c = lane + 32 * i;
-      if (c < hd) d += q[i] * key[c];
+      for (int k = 0; k < kAttnPerLane; ++k) {
+        const int64_t c = lane + 32 * k;
+        o[k] = o[k] * corr + (c < hd ? p * cur[k] : 0.0f);
+      }
+      m = m_new;
     }
-    const float x = warp_sum(d) * a.scale;
-    const float m_new = fmaxf(m, x);
-    const float corr = expf(m - m_new), p = expf(x - m_new);
-    l = l * corr + p;
+    key = key_next;
 #pragma unroll
-    for (int i = 0; i < kAttnPerLane; ++i) {
-      const int64_t c = lane + 32 * i;
-      o[i] = o[i] * corr + (c < hd ? p * key[c] : 0.0f);
-    }
-    m = m_new;
+    for (int k = 0; k < kAttnPerLane; ++k) cur[k] = next[k];
   }
   if (lane == 0) {
     sh.m[warp] = m;
@@ -520,7 +546,7 @@ __device__ __forceinline__ void combine_splits(float sink, const float* m, const
   }
 }
 
-__global__ void sparse_attention_partial_kernel(SparseAttentionArgs a, int64_t t0, int64_t splits, float* part_m,
+__global__ void __launch_bounds__(kAttnWarps * 32, 2) sparse_attention_partial_kernel(SparseAttentionArgs a, int64_t t0, int64_t splits, float* part_m,
                                                 float* part_l, float* part_o) {
   wait_for_previous_kernel();
   __shared__ AttendShared sh;
@@ -543,7 +569,7 @@ __global__ void sparse_attention_combine_kernel(SparseAttentionArgs a, int64_t t
 
 // Every split of a (token, head) in one block, then the combine, with the partials in shared
 // memory: the same functions, in the same order, as the two kernels above.
-__global__ void sparse_attention_fused_kernel(SparseAttentionArgs a, int64_t t0, int64_t splits) {
+__global__ void __launch_bounds__(kAttnWarps * 32, 2) sparse_attention_fused_kernel(SparseAttentionArgs a, int64_t t0, int64_t splits) {
   wait_for_previous_kernel();
   __shared__ AttendShared sh;
   __shared__ float s_m[kMaxFusedAttentionSplits], s_l[kMaxFusedAttentionSplits];
