@@ -181,6 +181,12 @@ __device__ __forceinline__ void token_visibility(const IndexerArgs& a, int64_t t
 constexpr int kScoreWarps = 8;
 
 // One warp per (token, entry): sum_h relu(q[t,h] . k_j) * score_scale * (w[t,h] * hw_scale).
+// The entry stays in registers (head_dim <= 256) and the heads go in batches of 8 whose dot
+// products and warp sums are independent (one butterfly's latency a batch, not one a head); the
+// sum over heads is still taken in head order, so the bits are the plain loop's.
+constexpr int kScoreMaxPerLane = 8;
+constexpr int kScoreHeadBatch = 8;
+
 __global__ void indexer_scores_kernel(IndexerArgs a, int64_t t0, float* scores, int64_t stride) {
   wait_for_previous_kernel();
   const int64_t t = t0 + blockIdx.y;
@@ -192,13 +198,43 @@ __global__ void indexer_scores_kernel(IndexerArgs a, int64_t t0, float* scores, 
   if (j >= visible) return;
   const int64_t hd = a.keys.head_dim;
   const float* k = dev_entry(a.st, seq, a.blocks, a.keys, j);
+  auto weighted = [&](int64_t h, float d) {
+    return fmaxf(d, 0.0f) * a.score_scale * (a.head_weights[t * a.nh + h] * a.head_weight_scale);
+  };
   float s = 0.0f;
-  for (int64_t h = 0; h < a.nh; ++h) {
-    const float* qh = a.q + (t * a.nh + h) * hd;
-    float d = 0.0f;
-    for (int64_t c = lane; c < hd; c += 32) d += qh[c] * k[c];
-    d = warp_sum(d);
-    s += fmaxf(d, 0.0f) * a.score_scale * (a.head_weights[t * a.nh + h] * a.head_weight_scale);
+  if (hd > 32 * kScoreMaxPerLane) {
+    for (int64_t h = 0; h < a.nh; ++h) {
+      const float* qh = a.q + (t * a.nh + h) * hd;
+      float d = 0.0f;
+      for (int64_t c = lane; c < hd; c += 32) d += qh[c] * k[c];
+      s += weighted(h, warp_sum(d));
+    }
+  } else {
+    float kr[kScoreMaxPerLane];
+#pragma unroll
+    for (int i = 0; i < kScoreMaxPerLane; ++i) {
+      const int64_t c = lane + 32 * i;
+      kr[i] = c < hd ? k[c] : 0.0f;
+    }
+    for (int64_t h0 = 0; h0 < a.nh; h0 += kScoreHeadBatch) {
+      float d[kScoreHeadBatch];
+#pragma unroll
+      for (int b = 0; b < kScoreHeadBatch; ++b) {
+        d[b] = 0.0f;
+        if (h0 + b >= a.nh) continue;
+        const float* qh = a.q + (t * a.nh + h0 + b) * hd;
+#pragma unroll
+        for (int i = 0; i < kScoreMaxPerLane; ++i) {
+          const int64_t c = lane + 32 * i;
+          if (c < hd) d[b] += qh[c] * kr[i];
+        }
+      }
+#pragma unroll
+      for (int b = 0; b < kScoreHeadBatch; ++b) d[b] = warp_sum(d[b]);
+#pragma unroll
+      for (int b = 0; b < kScoreHeadBatch; ++b)
+        if (h0 + b < a.nh) s += weighted(h0 + b, d[b]);
+    }
   }
   if (lane == 0) scores[static_cast<int64_t>(blockIdx.y) * stride + j] = s;
 }
