@@ -203,22 +203,19 @@ __device__ void sinkhorn_serial(float* c, int64_t n, int64_t iters, float eps) {
 template <int N>
 __device__ float sinkhorn_lanes(float v, int64_t iters, float eps) {
   const int lane = static_cast<int>(threadIdx.x) & 31, j = (lane / N) % N, k = lane % N;
-  for (int64_t it = 0; it < (iters > 1 ? iters : 1); ++it) {
+  // v / (the sum of the N values at lanes first, first + stride, ...), added in that order.
+  auto normalise = [&](int first, int stride) {
     float r[N];
-    if (it > 0) {
 #pragma unroll
-      for (int q = 0; q < N; ++q) r[q] = __shfl_sync(0xffffffffu, v, j * N + q);
-      float s = 0.0f;
-#pragma unroll
-      for (int q = 0; q < N; ++q) s += r[q];
-      v /= (s + eps);
-    }
-#pragma unroll
-    for (int q = 0; q < N; ++q) r[q] = __shfl_sync(0xffffffffu, v, q * N + k);
+    for (int q = 0; q < N; ++q) r[q] = __shfl_sync(0xffffffffu, v, first + q * stride);
     float s = 0.0f;
 #pragma unroll
     for (int q = 0; q < N; ++q) s += r[q];
     v /= (s + eps);
+  };
+  for (int64_t it = 0; it < (iters > 1 ? iters : 1); ++it) {
+    if (it > 0) normalise(j * N, 1);  // row j
+    normalise(k, N);                  // column k
   }
   return v;
 }
