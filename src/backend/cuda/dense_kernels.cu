@@ -238,13 +238,14 @@ __global__ void __launch_bounds__(kThreads) mhc_finish_kernel(MhcFinishArgs a) {
   // fixed butterfly): warp 0 the sum of squares, then warp w the mixes w, w + 8, ... All loads of a
   // lane are independent, so a sum costs one memory latency, not one per chunk.
   const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) & 31;
+  auto scale_index = [&](int64_t m) { return m < n ? 0 : m < 2 * n ? 1 : 2; };  // pre, post, comb
   constexpr int kMaxMixesPerWarp = 8;  // (2 + n) n <= 64 mixes for n <= 6; more take a second pass
   float base_of[kMaxMixesPerWarp], scale_of[kMaxMixesPerWarp];
 #pragma unroll
   for (int q = 0; q < kMaxMixesPerWarp; ++q) {
     const int64_t m = warp + q * (kThreads / 32);
     base_of[q] = m < a.mixes ? a.base[m] : 0.0f;
-    scale_of[q] = m < a.mixes ? a.scale[m < n ? 0 : m < 2 * n ? 1 : 2] : 0.0f;
+    scale_of[q] = m < a.mixes ? a.scale[scale_index(m)] : 0.0f;
   }
   if (warp == 0) {
     double ss = 0.0;
@@ -268,7 +269,7 @@ __global__ void __launch_bounds__(kThreads) mhc_finish_kernel(MhcFinishArgs a) {
   }
   for (int64_t m = warp + kMaxMixesPerWarp * (kThreads / 32); m < a.mixes; m += kThreads / 32) {
     const float mix = mix_of(m);
-    if (lane == 0) z[m] = __fmaf_rn(mix, a.scale[m < n ? 0 : m < 2 * n ? 1 : 2], a.base[m]);
+    if (lane == 0) z[m] = __fmaf_rn(mix, a.scale[scale_index(m)], a.base[m]);
   }
   __syncthreads();
   for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {

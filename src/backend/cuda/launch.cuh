@@ -47,7 +47,7 @@ void launch(void (*kernel)(P...), dim3 grid, dim3 block, size_t shared_bytes, A&
         config.dynamicSmemBytes = shared_bytes;
         config.stream = lc.stream;
         config.attrs = &attribute;
-        config.numAttrs = lc.dependent_launch ? 1 : 0;
+        config.numAttrs = dependent_launch_enabled() ? 1 : 0;
         // The status also stays in cudaGetLastError, which DEEPINFER_CUDA_LAUNCHED checks.
         (void)cudaLaunchKernelExC(&config, reinterpret_cast<const void*>(kernel), pointers);
       },

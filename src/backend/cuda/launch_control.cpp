@@ -28,7 +28,7 @@ void LaunchControl::fold(const void* bytes, size_t n) {
   signature = h;
 }
 
-bool LaunchControl::dependent_launch_enabled() {
+bool dependent_launch_enabled() {
   static const bool enabled = [] {
     const char* v = std::getenv("DEEPINFER_PDL");
     return !(v && std::strcmp(v, "0") == 0);

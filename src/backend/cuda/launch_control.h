@@ -16,10 +16,6 @@ struct LaunchControl {
   bool record = false;    // fold every launch and stream copy into `signature`
   bool suppress = false;  // replaying a recording: fold, but launch nothing
   uint64_t signature = 0;
-  // Launch kernels with programmatic dependent launch (launch.cuh); DEEPINFER_PDL=0 turns it off.
-  bool dependent_launch = dependent_launch_enabled();
-
-  static bool dependent_launch_enabled();
 
   void fold(const void* bytes, size_t n);
   template <typename T>
@@ -27,6 +23,10 @@ struct LaunchControl {
     fold(&v, sizeof v);
   }
 };
+
+// Whether launch() uses programmatic dependent launch (launch.cuh): yes unless DEEPINFER_PDL=0,
+// read once per process.
+bool dependent_launch_enabled();
 
 // This thread's control (thread-local: data-parallel ranks drive their GPUs from their own threads).
 LaunchControl& launch_control();
