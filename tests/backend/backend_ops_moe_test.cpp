@@ -8,6 +8,7 @@
 #include <numeric>
 #include <random>
 #include <set>
+#include <tuple>
 
 #include "backend/cpu/ops.h"  // torch_top_k_indices: the documented TopKTies::Reference selection
 #include "backend_ops_util.h"
@@ -213,12 +214,15 @@ TEST_P(BackendOps, MoeExpertsSwigluWithClampsAndSharedExpert) {
   // kernels for 1-2 rows); T = 2 repeats one expert in a token's top-k (the router does only with NaN
   // scores; then an expert holds more rows than there are tokens); T = 6: few rows per expert on
   // average (tiles of 2 rows on CUDA) but every token on expert 0 (3 tiles); T = 40: experts with
-  // more rows than one GEMM tile.
+  // more rows than one GEMM tile. The FP8 shared expert with 32- and 128-wide scale blocks (128 as
+  // released: CUDA's default mode then runs it on the tensor-core GEMV at 1-2 tokens).
   for (int64_t T : {1, 2, 6, 11, 40})
-  for (auto [routed_dtype, shared_dtype] : {std::pair{DType::F4_E2M1, DType::F8_E4M3}, std::pair{DType::BF16, DType::BF16}}) {
+  for (auto [routed_dtype, shared_dtype, shared_block] :
+       {std::tuple{DType::F4_E2M1, DType::F8_E4M3, int64_t{32}}, std::tuple{DType::F4_E2M1, DType::F8_E4M3, int64_t{128}},
+        std::tuple{DType::BF16, DType::BF16, int64_t{32}}}) {
     auto& experts = keep(std::vector<ExpertWeights>{});
     for (int64_t e = 0; e < E; ++e) experts.push_back(make_expert(rng, routed_dtype, I, D));
-    const ExpertWeights& shared = keep(make_expert(rng, shared_dtype, I, D));
+    const ExpertWeights& shared = keep(make_expert(rng, shared_dtype, I, D, shared_block));
     std::vector<backend::SwigluExpert> views;
     for (const auto& e : experts) views.push_back(e.view());
     for (float limit : {0.05f, 10.0f}) {  // clamps active / inactive
@@ -240,7 +244,8 @@ TEST_P(BackendOps, MoeExpertsSwigluWithClampsAndSharedExpert) {
       be->moe_experts(mw, dx.view({T, D}), d_chosen.view({T, K}), d_weights.view({T, K}), out.view({T, D}));
       const auto want = ref_moe(shared, experts, x, chosen, weights, 0, T, D, K, limit);
       EXPECT_CLOSE(out.download(), want, std::string("moe_experts ") + std::string(dtype_name(routed_dtype)) + " T=" +
-                                             std::to_string(T) + " limit " + std::to_string(limit));
+                                             std::to_string(T) + " limit " + std::to_string(limit) +
+                                             " shared block " + std::to_string(shared_block));
     }
   }
 }
@@ -255,7 +260,7 @@ TEST_P(BackendOps, MoeExpertsDecodeManyJobsPerCta) {
   for (auto [routed_dtype, shared_dtype] : {std::pair{DType::F4_E2M1, DType::F8_E4M3}}) {  // as released
     auto& experts = keep(std::vector<ExpertWeights>{});
     for (int64_t e = 0; e < E; ++e) experts.push_back(make_expert(rng, routed_dtype, I, D));
-    const ExpertWeights& shared = keep(make_expert(rng, shared_dtype, I, D));
+    const ExpertWeights& shared = keep(make_expert(rng, shared_dtype, I, D, 128));
     std::vector<backend::SwigluExpert> views;
     for (const auto& e : experts) views.push_back(e.view());
     const float limit = 10.0f;
@@ -283,8 +288,9 @@ TEST_P(BackendOps, MoeExpertsDecodeManyJobsPerCta) {
       const auto want = ref_moe(shared, experts, x, chosen, weights, t0, T, D, K, limit);
       const std::string label = std::string("moe_experts ") + std::string(dtype_name(routed_dtype)) + " T=" + std::to_string(T);
       EXPECT_CLOSE(got, want, label);
-      if (be->batching_keeps_bits())  // (the backend's kernels do not depend on the rows of a call)
+      if (be->batching_keeps_bits()) {  // (the backend's kernels do not depend on the rows of a call)
         EXPECT_TRUE(std::equal(got.begin(), got.end(), all.begin() + t0 * D)) << label << ": differs from the batch of " << B;
+      }
     }
   }
 }

@@ -9,6 +9,7 @@
 #include <numeric>
 #include <random>
 #include <set>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -168,7 +169,8 @@ TEST_P(BackendOps, LinearTensorCoreShapesAndRowsAlone) {
 // Decode (1-2 rows) on weights with more CTA jobs than the CUDA device holds at once (9,000 rows:
 // 282 jobs of 32 rows): the CUDA streaming kernel walks several jobs per CTA, loading the next
 // job's weights during this one's arithmetic. Rows must match the reference and, bit for bit, the
-// same rows computed in a batch of 5 (the many-row tile). FP4 also at 1024 columns (whole
+// same rows computed in a batch of 5 (the many-row tile) where the backend keeps bits under
+// batching. FP4 also at 1024 columns (whole
 // 1024-column slabs, a lane chunk per 32-column scale block).
 TEST_P(BackendOps, LinearDecodeManyJobsPerCta) {
   const LinearCase cases[] = {
@@ -194,8 +196,66 @@ TEST_P(BackendOps, LinearDecodeManyJobsPerCta) {
       const auto got = y.download();
       const std::string label = std::string(lc.label) + " x " + std::to_string(cols) + " T=" + std::to_string(T);
       EXPECT_CLOSE(got, ref_linear(w, xt, T), label);
+      if (!be->batching_keeps_bits()) continue;  // (CUDA's default mode: FP8 decode on the tensor cores)
       EXPECT_TRUE(std::equal(got.begin(), got.end(), all.begin() + 2 * rows))
           << label << ": the row(s) alone differ from the batch of " << B;
+    }
+  }
+}
+
+// FP8 decode as V4 runs it (1-2 rows, 128x128 E8M0 / F32 scales, thousands of columns), on inputs
+// that stress a kernel which splits x into narrower parts: magnitudes from 1e-6 to 1e4 in the same
+// row (CUDA's default mode puts these calls on the tensor-core GEMV, whose f16 parts need each x
+// block scaled by a power of two), a block scale of 2^20, an odd number of 64-column steps, a
+// grouped weight whose groups each get their own x, and an FP8 NaN code (NaN in its row only).
+TEST_P(BackendOps, LinearFp8DecodeWideRangeActivations) {
+  // weight rows x columns, groups (grouped_linear: x has groups * columns)
+  // (2048 x 4096: enough CTA jobs that CUDA's default mode picks the tensor-core GEMV by itself;
+  // tools/gpu/test.sh also runs the smaller shapes with DEEPINFER_DECODE_GEMV=1.)
+  const std::tuple<int64_t, int64_t, int64_t> shapes[] = {
+      {96, 4096, 1}, {48, 1088, 1}, {4 * 128, 512, 4}, {2048, 4096, 1}};
+  for (const Scales sc : {Scales::E8M0Blocks, Scales::F32Blocks, Scales::None})
+  for (const auto& [rows, cols, groups] : shapes) {
+    StoredWeight w = make_weight(rng, DType::F8_E4M3, rows, cols, sc, sc == Scales::None ? 0 : 128);
+    if (sc == Scales::E8M0Blocks) {  // block (0, 1) at 2^20
+      const double factor = std::ldexp(1.0, 127 + 20 - static_cast<int>(static_cast<uint8_t>(w.scale[1])));
+      w.scale[1] = static_cast<std::byte>(127 + 20);
+      for (int64_t r = 0; r < std::min<int64_t>(rows, 128); ++r)
+        for (int64_t c = 128; c < std::min<int64_t>(cols, 256); ++c) w.values[static_cast<size_t>(r * cols + c)] *= factor;
+    }
+    const int64_t nan_row = 5;
+    w.data[static_cast<size_t>(nan_row * cols + 7)] = std::byte{0x7f};
+    w.values[static_cast<size_t>(nan_row * cols + 7)] = 0.0;  // the row is checked for NaN instead
+    const StoredWeight& kw = keep(std::move(w));
+    const int64_t R = rows / groups, X = groups * cols;
+    for (int64_t T : {1, 2}) {
+      auto x = randoms(static_cast<size_t>(T * X));
+      std::uniform_int_distribution<int> octave(-20, 13);
+      for (auto& v : x) v = std::ldexp(v, octave(rng));
+      const auto dx = on_device(x);
+      auto y = nan_output(static_cast<size_t>(T * rows));
+      if (groups == 1)
+        be->linear(kw.w, dx.view({T, X}), y.view({T, rows}));
+      else
+        be->grouped_linear(kw.w, groups, dx.view({T, X}), y.view({T, rows}));
+      std::vector<double> want(static_cast<size_t>(T * rows));
+      for (int64_t t = 0; t < T; ++t)
+        for (int64_t r = 0; r < rows; ++r) {
+          double s = 0;
+          for (int64_t c = 0; c < cols; ++c) s += kw.at(r, c) * x[static_cast<size_t>(t * X + (r / R) * cols + c)];
+          want[static_cast<size_t>(t * rows + r)] = s;
+        }
+      auto got = y.download();
+      const std::string label = "FP8 " + std::to_string(rows) + "x" + std::to_string(cols) + " groups " +
+                                std::to_string(groups) + " scales " + std::to_string(static_cast<int>(sc)) + " T=" +
+                                std::to_string(T);
+      for (int64_t t = 0; t < T; ++t) {
+        const auto i = static_cast<size_t>(t * rows + nan_row);
+        EXPECT_TRUE(std::isnan(got[i])) << label << ": FP8 NaN code, output " << i << " is " << got[i];
+        got[i] = 0.0f;
+        want[i] = 0.0;
+      }
+      EXPECT_CLOSE(got, want, label);
     }
   }
 }

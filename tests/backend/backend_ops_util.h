@@ -444,9 +444,11 @@ struct ExpertWeights {
   backend::SwigluExpert view() const { return {&w1.w, &w2.w, &w3.w}; }
 };
 
-inline ExpertWeights make_expert(std::mt19937_64& rng, DType dtype, int64_t I, int64_t D) {
+// fp8_block: FP8's square scale blocks (V4 releases 128; FP4 always has 32-column ones).
+inline ExpertWeights make_expert(std::mt19937_64& rng, DType dtype, int64_t I, int64_t D, int64_t fp8_block = 32) {
   const Scales s = dtype == DType::BF16 ? Scales::None : Scales::E8M0Blocks;
-  return {make_weight(rng, dtype, I, D, s, 32), make_weight(rng, dtype, D, I, s, 32), make_weight(rng, dtype, I, D, s, 32)};
+  const int64_t b = dtype == DType::F8_E4M3 ? fp8_block : 32;
+  return {make_weight(rng, dtype, I, D, s, b), make_weight(rng, dtype, D, I, s, b), make_weight(rng, dtype, I, D, s, b)};
 }
 
 }  // namespace deepinfer::backend_ops_test

@@ -35,6 +35,11 @@ run model_parity_cuda env DEEPINFER_DEVICE=cuda .gpu/test_model
 run backend_ops_tc_pinned env DEEPINFER_TC_GEMM=1 .gpu/test_backend \
   --gtest_filter='*BackendOps*Linear*:*BackendOps*Moe*:*BackendOps*Grouped*:*BackendOps*Quantised*:*BackendOpsInvariant*'
 run model_batched_tc_pinned env DEEPINFER_TC_GEMM=1 DEEPINFER_DEVICE=cuda .gpu/test_model --gtest_filter='Batched*'
+# The FP8 decode GEMV on the tensor cores (decode_gemv_tc.cu) at every 1-2 row call it fits, not
+# only the large ones the default mode gives it: the op tests' small shapes and the model parity.
+run backend_ops_decode_gemv env DEEPINFER_DECODE_GEMV=1 .gpu/test_backend \
+  --gtest_filter='*BackendOps*Linear*:*BackendOps*Moe*:*BackendOps*Grouped*'
+run model_parity_decode_gemv env DEEPINFER_DECODE_GEMV=1 DEEPINFER_DEVICE=cuda .gpu/test_model
 run engine_cuda env DEEPINFER_DEVICE=cuda .gpu/test_engine
 # Expert parallelism over the in-process transport with every rank's model on the GPU (ranks as
 # threads sharing it): EP = 2 and 4 against one rank, bit for bit.

@@ -5,11 +5,12 @@
 // caller (ops_gemm.cpp) validates shapes and checks each launch. Built by nvcc (gemm_kernels.cu) and
 // g++ alike, so nothing here includes deepinfer headers beyond device_types.h.
 //
-// Two GEMMs of different rounding, and when each runs (tc_policy, DEEPINFER_TC_GEMM):
+// GEMMs of different rounding, and when each runs (tc_policy, DEEPINFER_TC_GEMM):
 //  - the weight-streaming CUDA-core tile (skinny_gemm.cuh: fixed lane chunks, a fixed butterfly
 //    and a split-K chosen from the weight's shape): fastest for the few rows of a decode step;
 //  - the tensor-core GEMM (tc_gemm.cu) for every format in a layout of 16-byte rows (gemm_format):
 //    2.5x the CUDA-core tile's prefill; its schedules for few and many rows give identical bits.
+//  - FP8 decode (1-2 rows) of large matrices: the tensor-core GEMV (decode_gemv_tc.cu), below.
 // Within one kernel every output value is the same arithmetic whatever the other rows of the call.
 // Auto (the default): in the default mode, calls of at least tc_min_rows() rows (for the routed
 // experts, more than 2 rows per expert on average) take the tensor cores, so batching may change a row's low bits (as in
@@ -110,9 +111,27 @@ void launch_moe_combine(float* out, const float* ye, const int32_t* experts, con
 // dst[0, n) = value.
 void launch_fill(float* dst, int64_t n, float value);
 
+// --- decode GEMV on the tensor cores (decode_gemv_tc.cu) ---
+// launch_linear for 1-2 rows of an FP8 weight (no scales, or blocks of >= 64 columns and a
+// multiple of 16 rows; 16-row multiples per group; x 16-byte aligned): e4m3 -> f16 MMAs against x
+// split into three f16 parts. The default mode's kernel for those calls (not batch invariant: its
+// rounding is not the CUDA-core tile's); decode_gemv_tc_takes says whether a call fits and is
+// worth it (enough CTAs to fill the device; DEEPINFER_DECODE_GEMV=1 takes every call that fits,
+// =0 none: for tests and measurements).
+bool decode_gemv_tc_takes(const DevMatrix& w, int64_t groups, const float* x, int64_t tokens);
+void launch_decode_gemv_tc(const DevMatrix& w, int64_t groups, const float* x, int64_t tokens, float* y);
+// The same for the shared expert's gate / up: h = silu(min(w1 x, limit)) * clamp(w3 x, -limit, limit)
+// (launch_moe_gate_up's epilogue) for x [tokens, D], h [tokens, I]; w1 / w3 of one shape, I a multiple of 8.
+bool decode_swiglu_tc_takes(const DevMatrix& w1, const DevMatrix& w3, const float* x, int64_t tokens);
+void launch_decode_swiglu_tc(const DevMatrix& w1, const DevMatrix& w3, const float* x, int64_t tokens, float limit,
+                             float* h);
+
 // --- tensor-core GEMM (tc_gemm.cu) ---
 // DEEPINFER_TC_GEMM (read once): 0 never, 1 always, unset or "auto" by the number of rows.
 enum class TcPolicy { Never, Always, Auto };
+// A policy switch from the environment variable `name`: unset, empty or "auto" Auto; "0..." Never;
+// anything else Always.
+TcPolicy policy_from_env(const char* name);
 TcPolicy tc_policy();
 // Auto's threshold: rows of a call (DEEPINFER_TC_MIN_ROWS overrides it, for measurements).
 int64_t tc_min_rows();

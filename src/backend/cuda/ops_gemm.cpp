@@ -103,7 +103,8 @@ bool CudaBackend::tensor_cores_for_experts(int64_t routed_rows, int64_t experts)
 bool CudaBackend::batching_keeps_bits() const { return options_.batch_invariant || tc_policy() != TcPolicy::Auto; }
 
 // linear / grouped_linear: the tensor-core GEMM for the formats it takes where tensor_cores_for the
-// call's rows (gemm_kernels.h), else the CUDA-core tile.
+// call's rows (gemm_kernels.h); FP8 decode (1-2 rows) on the tensor-core GEMV where tensor cores are
+// allowed at all (the default mode); else the CUDA-core tile.
 void CudaBackend::linear_any(const WeightMatrix& w, int64_t groups, TensorView x, TensorView y) {
   const int64_t T = x.rows();
   const DevMatrix dw = weight(w).dev();
@@ -111,6 +112,8 @@ void CudaBackend::linear_any(const WeightMatrix& w, int64_t groups, TensorView x
   if (fmt >= 0) {
     void* xc = tc_reads_x(T, x.f32()) ? nullptr : scratch(tc_split_bytes(T, groups, w.cols), kTcScratch);
     launch_linear_tc(fmt, dw, groups, x.f32(), xc, T, y.f32());
+  } else if (T <= 2 && tensor_cores_when(true) && decode_gemv_tc_takes(dw, groups, x.f32(), T)) {
+    launch_decode_gemv_tc(dw, groups, x.f32(), T, y.f32());
   } else {
     launch_linear(dw, groups, x.f32(), T, y.f32());
   }
@@ -287,6 +290,8 @@ void CudaBackend::moe_experts_filled(const backend::MoeWeights& w, TensorView x,
   // 85 for V4-Flash's 256 experts, top 6), whose plan then cuts tiles of 2 rows (an expert with more rows gets several tiles, which
   // run side by side and share its weights in L2).
   const bool few_rows = T <= 2;
+  // FP8 shared experts at 1-2 tokens: the tensor-core GEMV where tensor cores are allowed (as linear).
+  const bool shared_gemv = few_rows && tensor_cores_when(true);
   const bool routed_few = routed <= 2 * std::max<int64_t>(E, 1);
   const int routed_rows = tc_routed    ? tc_moe_tile_rows(routed / std::max<int64_t>(1, std::min(E, routed)))
                           : routed_few ? 2
@@ -315,6 +320,8 @@ void CudaBackend::moe_experts_filled(const backend::MoeWeights& w, TensorView x,
     if (f_shared_gu >= 0) {
       launch_moe_gemm_tc(true, f_shared_gu, d1, d3, nullptr, nullptr, (T + shared_rows - 1) / shared_rows, T,
                          shared_rows, nullptr, x.f32(), T, xc, D, h, Is, limit, false);
+    } else if (shared_gemv && decode_swiglu_tc_takes(s1[0], s3[0], x.f32(), T)) {
+      launch_decode_swiglu_tc(s1[0], s3[0], x.f32(), T, limit, h);
     } else {
       launch_moe_gate_up(common_format({&s1, &s3}), d1, d3, nullptr, nullptr, (T + kGemmTileRows - 1) / kGemmTileRows,
                          T, nullptr, x.f32(), D, Is, limit, h, few_rows);
@@ -323,6 +330,8 @@ void CudaBackend::moe_experts_filled(const backend::MoeWeights& w, TensorView x,
     if (f_shared_down >= 0) {
       launch_moe_gemm_tc(false, f_shared_down, d2, d2, nullptr, nullptr, (T + shared_rows - 1) / shared_rows, T,
                          shared_rows, nullptr, h, T, hc, Is, out.f32(), D, 0.0f, false);
+    } else if (shared_gemv && decode_gemv_tc_takes(s2[0], 1, h, T)) {
+      launch_decode_gemv_tc(s2[0], 1, h, T, out.f32());
     } else {
       launch_moe_down(common_format({&s2}), d2, nullptr, nullptr, (T + kGemmTileRows - 1) / kGemmTileRows, T, h, Is, D,
                       out.f32(), few_rows);

@@ -597,12 +597,14 @@ int rows_per_warp() {
 
 }  // namespace
 
+TcPolicy policy_from_env(const char* name) {
+  const char* v = std::getenv(name);
+  if (!v || v[0] == '\0' || std::string_view(v) == "auto") return TcPolicy::Auto;
+  return v[0] == '0' ? TcPolicy::Never : TcPolicy::Always;
+}
+
 TcPolicy tc_policy() {
-  static const TcPolicy p = [] {
-    const char* v = std::getenv("DEEPINFER_TC_GEMM");
-    if (!v || v[0] == '\0' || std::string_view(v) == "auto") return TcPolicy::Auto;
-    return v[0] == '0' ? TcPolicy::Never : TcPolicy::Always;
-  }();
+  static const TcPolicy p = policy_from_env("DEEPINFER_TC_GEMM");
   return p;
 }
 
