@@ -7,6 +7,9 @@
 #   e.g. tools/gpu/bench_configs.sh "auto" "cuda_attention DEEPINFER_TC_ATTENTION_MIN_TOKENS=1000000"
 #
 # A configuration is a label, then environment assignments, then after "--" extra bench arguments.
+# BIN=DIR (among the assignments) runs another staged build: tools/gpu/build.sh on another commit,
+# then `mv .gpu .gpu-other` (ignored by git; carry it too), and "other BIN=.gpu-other": an A/B of
+# two commits in one device call.
 # OPS_FILTER: a gtest filter for .gpu/test_backend run first (none: no op tests). BENCH_ARGS: the
 # bench arguments every configuration shares (default: batches 1, 8, 32, 128 at 4K context and
 # prefills of 2K and 8K). Writes $OUT/bench_configs.md (a line per configuration and measurement)
@@ -30,14 +33,20 @@ shared=${BENCH_ARGS:---batch 1,8,32,128 --context 4096 --prefill 2048,8192 --pre
 for config in "$@"; do
   read -r -a words <<< "$config"
   label=${words[0]}
-  envs=() extra=() after=0
+  envs=() extra=() after=0 bin=.gpu
   for w in "${words[@]:1}"; do
     if [ "$w" = -- ]; then after=1
     elif [ "$after" = 1 ]; then extra+=("$w")
+    elif [[ $w == BIN=* ]]; then bin=${w#BIN=}
     else envs+=("$w"); fi
   done
+  if [ "$bin" != .gpu ] && [ -f "$bin/stage.tar.xz" ] && [ ! -x "$bin/deepinfer" ]; then
+    (cd "$bin" && tar -xJf stage.tar.xz)
+  fi
+  [ -x "$bin/deepinfer" ] || { echo "bench $label: no $bin/deepinfer" | tee -a "$summary"; continue; }
   # shellcheck disable=SC2086
-  env "${envs[@]}" .gpu/deepinfer bench --model "$src" --device cuda $shared "${extra[@]}" > "$out/bench_$label.log" 2>&1
-  echo "bench $label (${envs[*]} ${extra[*]}): rc $?" | tee -a "$summary"
+  env "${envs[@]}" LD_LIBRARY_PATH="$root/$bin/lib:$LD_LIBRARY_PATH" "$bin/deepinfer" bench --model "$src" \
+    --device cuda $shared "${extra[@]}" > "$out/bench_$label.log" 2>&1
+  echo "bench $label (${envs[*]} ${extra[*]} $bin): rc $?" | tee -a "$summary"
   grep -E "decode B=|prefill [0-9]" "$out/bench_$label.log" | sed "s/^/  $label: /" | tee -a "$summary"
 done
