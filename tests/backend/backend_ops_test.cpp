@@ -260,6 +260,66 @@ TEST_P(BackendOps, LinearFp8DecodeWideRangeActivations) {
   }
 }
 
+// Prefill-sized calls (300 rows) of every stored format, x spanning 34 octaves, a NaN code and a
+// 2^20 block: CUDA's default mode runs them on the tensor-core GEMM, and tools/gpu/test.sh runs
+// them through cuBLASLt (DEEPINFER_CUBLAS_GEMM=1), whose bf16 operands must keep float32 accuracy.
+TEST_P(BackendOps, LinearManyRowsWideRangeActivations) {
+  struct Case {
+    DType dtype;
+    Scales scales;
+    int64_t rows, cols, groups;
+  };
+  const Case cases[] = {{DType::BF16, Scales::None, 192, 640, 1},         {DType::F8_E4M3, Scales::E8M0Blocks, 192, 640, 1},
+                        {DType::F8_E4M3, Scales::None, 96, 384, 1},       {DType::F8_E4M3, Scales::F32Blocks, 96, 384, 1},
+                        {DType::F4_E2M1, Scales::E8M0Blocks, 160, 512, 1}, {DType::F8_E4M3, Scales::E8M0Blocks, 4 * 64, 256, 4}};
+  const int64_t T = 300;
+  for (const Case& k : cases) {
+    const int64_t block = k.dtype == DType::F8_E4M3 ? (k.groups > 1 ? 64 : 128) : 32;
+    StoredWeight w = make_weight(rng, k.dtype, k.rows, k.cols, k.scales, block);
+    if (k.dtype == DType::F8_E4M3 && k.scales == Scales::E8M0Blocks) {  // block (0, 1) at 2^20
+      const double factor = std::ldexp(1.0, 127 + 20 - static_cast<int>(static_cast<uint8_t>(w.scale[1])));
+      w.scale[1] = static_cast<std::byte>(127 + 20);
+      for (int64_t r = 0; r < std::min(k.rows, block); ++r)
+        for (int64_t c = block; c < std::min(k.cols, 2 * block); ++c) w.values[static_cast<size_t>(r * k.cols + c)] *= factor;
+    }
+    const int64_t nan_row = 5;
+    if (k.dtype == DType::F8_E4M3) {
+      w.data[static_cast<size_t>(nan_row * k.cols + 7)] = std::byte{0x7f};
+      w.values[static_cast<size_t>(nan_row * k.cols + 7)] = 0.0;  // the row is checked for NaN instead
+    }
+    const StoredWeight& kw = keep(std::move(w));
+    const int64_t R = k.rows / k.groups, X = k.groups * k.cols;
+    auto x = randoms(static_cast<size_t>(T * X));
+    std::uniform_int_distribution<int> octave(-20, 13);
+    for (auto& v : x) v = std::ldexp(v, octave(rng));
+    const auto dx = on_device(x);
+    auto y = nan_output(static_cast<size_t>(T * k.rows));
+    if (k.groups == 1)
+      be->linear(kw.w, dx.view({T, X}), y.view({T, k.rows}));
+    else
+      be->grouped_linear(kw.w, k.groups, dx.view({T, X}), y.view({T, k.rows}));
+    std::vector<double> want(static_cast<size_t>(T * k.rows));
+    for (int64_t t = 0; t < T; ++t)
+      for (int64_t r = 0; r < k.rows; ++r) {
+        double s = 0;
+        for (int64_t c = 0; c < k.cols; ++c) s += kw.at(r, c) * x[static_cast<size_t>(t * X + (r / R) * k.cols + c)];
+        want[static_cast<size_t>(t * k.rows + r)] = s;
+      }
+    auto got = y.download();
+    const std::string label = std::string(dtype_name(k.dtype)) + " " + std::to_string(k.rows) + "x" +
+                              std::to_string(k.cols) + " groups " + std::to_string(k.groups) + " scales " +
+                              std::to_string(static_cast<int>(k.scales)) + " T=" + std::to_string(T);
+    if (k.dtype == DType::F8_E4M3)
+      for (int64_t t = 0; t < T; ++t) {
+        const auto i = static_cast<size_t>(t * k.rows + nan_row);
+        EXPECT_TRUE(std::isnan(got[i])) << label << ": FP8 NaN code, output " << i << " is " << got[i];
+        got[i] = 0.0f;
+        want[i] = 0.0;
+      }
+    EXPECT_CLOSE(got, want, label);
+  }
+}
+
 TEST_P(BackendOps, GroupedLinearManyRows) {
   const int64_t G = 8, R = 64, C = 128, T = 100;
   for (DType dtype : {DType::BF16, DType::F8_E4M3, DType::F4_E2M1}) {

@@ -8,6 +8,15 @@ export LD_LIBRARY_PATH="$root/.gpu/lib:${LD_LIBRARY_PATH:-}"
 nccl_dir=$(python3 -c "import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], 'lib'))" 2>/dev/null)
 [ -n "$nccl_dir" ] && export LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$nccl_dir"
 echo "NCCL from ${nccl_dir:-nowhere (binaries linking it will fail to start)}"
+# cuBLASLt (opened at run time by DEEPINFER_CUBLAS_GEMM=1; 540 MB, not carried): the CUDA toolkit's,
+# else PyTorch's wheel.
+if [ -z "${DEEPINFER_CUBLASLT:-}" ]; then
+  for c in /usr/local/cuda/lib64/libcublasLt.so.13 \
+           $(python3 -c "import nvidia.cublas, os; print(os.path.join(list(nvidia.cublas.__path__)[0], 'lib', 'libcublasLt.so.13'))" 2>/dev/null); do
+    [ -f "$c" ] && { export DEEPINFER_CUBLASLT=$c; break; }
+  done
+fi
+echo "cuBLASLt from ${DEEPINFER_CUBLASLT:-the loader path}"
 
 # The 4-layer V4-Flash-shaped benchmark checkpoint (CSA, HCA, CSA, HCA; tools/peer/dsv4_make_ckpt.py)
 # at $src, generated on first use; its log to $1/gen.log. Returns non-zero (after the log's tail) if

@@ -40,6 +40,14 @@ run model_batched_tc_pinned env DEEPINFER_TC_GEMM=1 DEEPINFER_DEVICE=cuda .gpu/t
 run backend_ops_decode_gemv env DEEPINFER_DECODE_GEMV=1 .gpu/test_backend \
   --gtest_filter='*BackendOps*Linear*:*BackendOps*Moe*:*BackendOps*Grouped*'
 run model_parity_decode_gemv env DEEPINFER_DECODE_GEMV=1 DEEPINFER_DEVICE=cuda .gpu/test_model
+# The cuBLASLt GEMM (cublas_linear.h) at every linear it takes, not only prefill-sized ones; the
+# first use prints the library, which the summary checks (asked for, it must have run).
+run backend_ops_cublas env DEEPINFER_CUBLAS_GEMM=1 DEEPINFER_CUBLAS_MIN_ROWS=1 .gpu/test_backend \
+  --gtest_filter='*BackendOps*Linear*:*BackendOps*Moe*:*BackendOps*Grouped*'
+run model_parity_cublas env DEEPINFER_CUBLAS_GEMM=1 DEEPINFER_CUBLAS_MIN_ROWS=1 DEEPINFER_DEVICE=cuda .gpu/test_model
+for log in backend_ops_cublas model_parity_cublas; do
+  grep -q "cuBLASLt GEMM for linears" "$out/$log.log" || { echo "--- $log: cuBLASLt never ran"; failures=$((failures + 1)); }
+done
 run engine_cuda env DEEPINFER_DEVICE=cuda .gpu/test_engine
 # Expert parallelism over the in-process transport with every rank's model on the GPU (ranks as
 # threads sharing it): EP = 2 and 4 against one rank, bit for bit.

@@ -2,6 +2,7 @@
 #include <cstring>
 
 #include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/cublas_linear.h"
 
 namespace deepinfer::cuda {
 
@@ -46,6 +47,7 @@ CudaBackend::CudaBackend(const backend::BackendOptions& options) : options_(opti
 CudaBackend::~CudaBackend() {
   make_current();
   cudaDeviceSynchronize();
+  cublas_.reset();
   graphs_.clear();
   if (launch_control().stream == stream_) launch_control().stream = nullptr;
   if (stream_) cudaStreamDestroy(stream_);

@@ -26,6 +26,8 @@
 
 namespace deepinfer::cuda {
 
+class CublasLinear;  // cublas_linear.h
+
 // Plain cudaMalloc / cudaFree (never managed memory), counted by the Allocator base.
 class CudaAllocator final : public Allocator {
  public:
@@ -237,6 +239,8 @@ class CudaBackend final : public backend::Backend {
   const ExpertTable& expert_table(std::span<const backend::SwigluExpert> experts, int64_t D);
   // linear and grouped_linear after validation (ops_gemm.cpp).
   void linear_any(const WeightMatrix& w, int64_t groups, TensorView x, TensorView y);
+  // linear_any through cuBLASLt where cublas_linear.h says it runs; false (nothing launched) otherwise.
+  bool linear_on_cublas(const DevMatrix& w, int64_t groups, TensorView x, TensorView y);
   // Whether a GEMM of `rows` rows (per expert, for the routed experts) runs on the tensor cores
   // (gemm_kernels.h: TcPolicy).
   bool tensor_cores_for(int64_t rows) const;
@@ -247,6 +251,8 @@ class CudaBackend final : public backend::Backend {
   bool attention_on_tensor_cores(int64_t tokens, int64_t hd) const;
   // scratch() slots of the tensor-core GEMM's split activations (this one and the next).
   static constexpr int kTcScratch = 3;
+  // scratch() slots of the cuBLASLt GEMM's bf16 weight and x (this one and the next).
+  static constexpr int kCublasScratch = 9;
 
   // run_step's pieces (step_graphs.cpp).
   // A recorded step is a chain of graphs of up to kOpsPerSegment ops each: a replay launches each
@@ -317,6 +323,7 @@ class CudaBackend final : public backend::Backend {
   static constexpr size_t kPinnedBytes = size_t{8} << 20;
   std::vector<Buffer> scratch_;
   std::map<std::pair<const void*, size_t>, ExpertTable> expert_tables_;
+  std::unique_ptr<CublasLinear> cublas_;  // on first use; last, so it goes before allocator_'s memory
 };
 
 }  // namespace deepinfer::cuda

@@ -132,6 +132,8 @@ enum class TcPolicy { Never, Always, Auto };
 // A policy switch from the environment variable `name`: unset, empty or "auto" Auto; "0..." Never;
 // anything else Always.
 TcPolicy policy_from_env(const char* name);
+// A positive count from the environment variable `name`, else `fallback`.
+int64_t positive_env(const char* name, int64_t fallback);
 TcPolicy tc_policy();
 // Auto's threshold: rows of a call (DEEPINFER_TC_MIN_ROWS overrides it, for measurements).
 int64_t tc_min_rows();

@@ -4,6 +4,8 @@
 #include <initializer_list>
 #include <vector>
 
+#include "backend/cuda/bf16_operands.h"
+#include "backend/cuda/cublas_linear.h"
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/gemm_kernels.h"
 
@@ -102,14 +104,36 @@ bool CudaBackend::tensor_cores_for_experts(int64_t routed_rows, int64_t experts)
 
 bool CudaBackend::batching_keeps_bits() const { return options_.batch_invariant || tc_policy() != TcPolicy::Auto; }
 
-// linear / grouped_linear: the tensor-core GEMM for the formats it takes where tensor_cores_for the
-// call's rows (gemm_kernels.h); FP8 decode (1-2 rows) on the tensor-core GEMV where tensor cores are
+bool CudaBackend::linear_on_cublas(const DevMatrix& w, int64_t groups, TensorView x, TensorView y) {
+  const int64_t T = x.rows(), C = w.cols, R = w.rows / groups;
+  const LaunchControl& lc = launch_control();
+  const size_t weight_bytes = static_cast<size_t>(3 * w.rows * C) * 2;
+  if (!cublas_gemm_requested() || tc_policy() != TcPolicy::Auto || options_.batch_invariant ||
+      T < cublas_min_rows() || lc.record || lc.suppress || !weight_exact_in_bf16(w) ||
+      weight_bytes > CublasLinear::kMaxWeightBytes)
+    return false;
+  if (!cublas_) cublas_ = std::make_unique<CublasLinear>(allocator_);
+  // Every scratch buffer first (a growing scratch() synchronises and frees the old buffer).
+  auto* wb = static_cast<uint16_t*>(scratch(weight_bytes, kCublasScratch));
+  auto* xb = static_cast<uint16_t*>(scratch(static_cast<size_t>(T * groups * 3 * C) * 2, kCublasScratch + 1));
+  if (!cublas_->plan(R, 3 * C, groups, T, wb, xb, y.f32())) return false;
+  launch_weight_bf16x3(w, wb);
+  launch_split_x_bf16x3(x.f32(), T, groups, C, xb);
+  DEEPINFER_CUDA_LAUNCHED();
+  cublas_->run(R, 3 * C, groups, T, wb, xb, y.f32(), stream_);
+  return true;
+}
+
+// linear / grouped_linear: cuBLASLt where asked for (DEEPINFER_CUBLAS_GEMM, cublas_linear.h); the
+// tensor-core GEMM for the formats it takes where tensor_cores_for the call's rows (gemm_kernels.h); FP8 decode (1-2 rows) on the tensor-core GEMV where tensor cores are
 // allowed at all (the default mode); else the CUDA-core tile.
 void CudaBackend::linear_any(const WeightMatrix& w, int64_t groups, TensorView x, TensorView y) {
   const int64_t T = x.rows();
   const DevMatrix dw = weight(w).dev();
   const int fmt = tensor_cores_for(T) ? tc_format(dw) : -1;
-  if (fmt >= 0) {
+  if (linear_on_cublas(dw, groups, x, y)) {
+    return;
+  } else if (fmt >= 0) {
     void* xc = tc_reads_x(T, x.f32()) ? nullptr : scratch(tc_split_bytes(T, groups, w.cols), kTcScratch);
     launch_linear_tc(fmt, dw, groups, x.f32(), xc, T, y.f32());
   } else if (T <= 2 && tensor_cores_when(true) && decode_gemv_tc_takes(dw, groups, x.f32(), T)) {

@@ -608,14 +608,11 @@ TcPolicy tc_policy() {
   return p;
 }
 
-namespace {
-// A positive count from the environment variable `name`, else `fallback`.
 int64_t positive_env(const char* name, int64_t fallback) {
   const char* v = std::getenv(name);
   const long long r = v ? std::atoll(v) : 0;
   return r > 0 ? static_cast<int64_t>(r) : fallback;
 }
-}  // namespace
 
 // 8: from 8 rows a step is faster with the tensor cores (V4-Flash shape, batch 8: 5.55 against 5.82
 // ms); below, the CUDA-core tile streams the weights faster (batch 1: 3.3 against 2.1 ms).
