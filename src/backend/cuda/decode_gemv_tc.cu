@@ -202,7 +202,7 @@ __global__ void __launch_bounds__(kThreads, 2) decode_gemv_fp8_kernel(Args a) {
     return reinterpret_cast<uint4*>(smem + st * kStageBytes + (kWarps * 4 * 32 + warp * 32 + lane) * 16);
   };
   // Weight m's block-scale index at (row block srow_m, column k); copied as the 4-byte word that
-  // holds it (E8M0 bytes: the aligned word, decode_gemv_tc_takes checks the array's alignment).
+  // holds it (E8M0 bytes: the aligned word, launch_decode_gemv_tc checks the array's alignment).
   auto scale_src = [&](const DevMatrix& m, int64_t srow_m, int64_t k, int bsh) -> const void* {
     const int64_t i = srow_m + (k >> bsh);
     return m.scale_dtype == 4 ? static_cast<const void*>(m.scale + (i & ~int64_t{3}))
@@ -350,15 +350,6 @@ __global__ void __launch_bounds__(kThreads, 2) decode_gemv_fp8_kernel(Args a) {
   }
 }
 
-int resident_sms() {
-  static const int n = [] {
-    int dev = 0, sms = 0;
-    cudaGetDevice(&dev);
-    cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
-    return sms > 0 ? sms : 1;
-  }();
-  return n;
-}
 size_t smem_per_sm() {
   static const size_t n = [] {
     int dev = 0, bytes = 0;
@@ -410,23 +401,6 @@ bool x_fits(const float* x, int64_t groups, int64_t K, int64_t tokens) {
          dg::smem_bytes(static_cast<int>(tokens), K) <= dg::kMaxSmem;
 }
 
-template <bool kSwiglu>
-void launch_gemv(dg::Args a, int64_t tokens) {
-  const dg::Plan p = dg::plan(a.groups, a.R, a.K, tokens, dg::tile_outs<kSwiglu>());
-  a.ks = p.ks;
-  a.jobs_per_group = p.jobs_per_group;
-  a.jobs = p.jobs;
-  const size_t smem = dg::smem_bytes(static_cast<int>(tokens), a.K);
-  const auto grid = static_cast<unsigned>(std::min<int64_t>(a.jobs, static_cast<int64_t>(dg::resident_sms()) * p.per_sm));
-  if (tokens == 1) {
-    if (!allow_dynamic_smem<dg::decode_gemv_fp8_kernel<1, kSwiglu>>(dg::kMaxSmem)) return;
-    launch(dg::decode_gemv_fp8_kernel<1, kSwiglu>, grid, dg::kThreads, smem, a);
-  } else {
-    if (!allow_dynamic_smem<dg::decode_gemv_fp8_kernel<2, kSwiglu>>(dg::kMaxSmem)) return;
-    launch(dg::decode_gemv_fp8_kernel<2, kSwiglu>, grid, dg::kThreads, smem, a);
-  }
-}
-
 // Where the kernel beats the CUDA-core tile (H200, docs/perf.md): enough CTAs to fill the device
 // (small matrices pay its x split and job setup), two CTAs an SM (one leaves too few loads in flight).
 // DEEPINFER_DECODE_GEMV (read once): 0 never, 1 wherever the call fits (the tests), unset / auto
@@ -435,24 +409,39 @@ TcPolicy decode_gemv_policy() {
   static const TcPolicy p = policy_from_env("DEEPINFER_DECODE_GEMV");
   return p;
 }
-bool worth_it(int64_t groups, int64_t R, int64_t K, int64_t tokens, int outs) {
+bool worth_it(const dg::Plan& p) {
   switch (decode_gemv_policy()) {
     case TcPolicy::Never: return false;
     case TcPolicy::Always: return true;
-    default: break;
+    default: return p.jobs >= dg::kMinJobs && p.per_sm == 2;
   }
-  const dg::Plan p = dg::plan(groups, R, K, tokens, outs);
-  return p.jobs >= dg::kMinJobs && p.per_sm == 2;
+}
+
+// Plans the call and launches it where worth_it; false (nothing launched) otherwise.
+template <bool kSwiglu>
+bool launch_gemv(dg::Args a, int64_t tokens) {
+  const dg::Plan p = dg::plan(a.groups, a.R, a.K, tokens, dg::tile_outs<kSwiglu>());
+  if (!worth_it(p)) return false;
+  a.ks = p.ks;
+  a.jobs_per_group = p.jobs_per_group;
+  a.jobs = p.jobs;
+  const size_t smem = dg::smem_bytes(static_cast<int>(tokens), a.K);
+  const auto grid = static_cast<unsigned>(std::min<int64_t>(a.jobs, static_cast<int64_t>(device_sm_count()) * p.per_sm));
+  // A refused shared-memory size stays in cudaGetLastError for the caller's launch check.
+  if (tokens == 1) {
+    if (allow_dynamic_smem<dg::decode_gemv_fp8_kernel<1, kSwiglu>>(dg::kMaxSmem))
+      launch(dg::decode_gemv_fp8_kernel<1, kSwiglu>, grid, dg::kThreads, smem, a);
+  } else {
+    if (allow_dynamic_smem<dg::decode_gemv_fp8_kernel<2, kSwiglu>>(dg::kMaxSmem))
+      launch(dg::decode_gemv_fp8_kernel<2, kSwiglu>, grid, dg::kThreads, smem, a);
+  }
+  return true;
 }
 
 }  // namespace
 
-bool decode_gemv_tc_takes(const DevMatrix& w, int64_t groups, const float* x, int64_t tokens) {
-  return fits(w, groups, dg::tile_outs<false>()) && x_fits(x, groups, w.cols, tokens) &&
-         worth_it(groups, w.rows / groups, w.cols, tokens, dg::tile_outs<false>());
-}
-
-void launch_decode_gemv_tc(const DevMatrix& w, int64_t groups, const float* x, int64_t tokens, float* y) {
+bool launch_decode_gemv_tc(const DevMatrix& w, int64_t groups, const float* x, int64_t tokens, float* y) {
+  if (!fits(w, groups, dg::tile_outs<false>()) || !x_fits(x, groups, w.cols, tokens)) return false;
   dg::Args a{};
   a.w = a.wu = w;
   a.x = x;
@@ -460,17 +449,14 @@ void launch_decode_gemv_tc(const DevMatrix& w, int64_t groups, const float* x, i
   a.groups = groups;
   a.R = w.rows / groups;
   a.K = w.cols;
-  launch_gemv<false>(a, tokens);
+  return launch_gemv<false>(a, tokens);
 }
 
-bool decode_swiglu_tc_takes(const DevMatrix& w1, const DevMatrix& w3, const float* x, int64_t tokens) {
-  return w1.rows == w3.rows && w1.cols == w3.cols && fits(w1, 1, dg::tile_outs<true>()) &&
-         fits(w3, 1, dg::tile_outs<true>()) && x_fits(x, 1, w1.cols, tokens) &&
-         worth_it(1, w1.rows, w1.cols, tokens, dg::tile_outs<true>());
-}
-
-void launch_decode_swiglu_tc(const DevMatrix& w1, const DevMatrix& w3, const float* x, int64_t tokens, float limit,
+bool launch_decode_swiglu_tc(const DevMatrix& w1, const DevMatrix& w3, const float* x, int64_t tokens, float limit,
                              float* h) {
+  if (w1.rows != w3.rows || w1.cols != w3.cols || !fits(w1, 1, dg::tile_outs<true>()) ||
+      !fits(w3, 1, dg::tile_outs<true>()) || !x_fits(x, 1, w1.cols, tokens))
+    return false;
   dg::Args a{};
   a.w = w1;
   a.wu = w3;
@@ -480,7 +466,7 @@ void launch_decode_swiglu_tc(const DevMatrix& w1, const DevMatrix& w3, const flo
   a.R = w1.rows;
   a.K = w1.cols;
   a.limit = limit;
-  launch_gemv<true>(a, tokens);
+  return launch_gemv<true>(a, tokens);
 }
 
 }  // namespace deepinfer::cuda

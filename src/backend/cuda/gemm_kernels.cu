@@ -341,15 +341,7 @@ __global__ void fill_kernel(float* dst, int64_t n, float value) {
 
 // CTAs of the skinny kernels resident on the whole device at once (2 per SM, their launch bounds):
 // the grid of the streaming kernels.
-int64_t resident_ctas() {
-  static const int64_t n = [] {
-    int dev = 0, sms = 0;
-    cudaGetDevice(&dev);
-    cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
-    return static_cast<int64_t>(sms > 0 ? sms : 1) * 2;
-  }();
-  return n;
-}
+int64_t resident_ctas() { return static_cast<int64_t>(device_sm_count()) * 2; }
 
 bool x_vec_ok(const float* x, int64_t ld) { return reinterpret_cast<uintptr_t>(x) % 16 == 0 && ld % 4 == 0; }
 

@@ -115,15 +115,13 @@ void launch_fill(float* dst, int64_t n, float value);
 // launch_linear for 1-2 rows of an FP8 weight (no scales, or blocks of >= 64 columns and a
 // multiple of 16 rows; 16-row multiples per group; x 16-byte aligned): e4m3 -> f16 MMAs against x
 // split into three f16 parts. The default mode's kernel for those calls (not batch invariant: its
-// rounding is not the CUDA-core tile's); decode_gemv_tc_takes says whether a call fits and is
-// worth it (enough CTAs to fill the device; DEEPINFER_DECODE_GEMV=1 takes every call that fits,
-// =0 none: for tests and measurements).
-bool decode_gemv_tc_takes(const DevMatrix& w, int64_t groups, const float* x, int64_t tokens);
-void launch_decode_gemv_tc(const DevMatrix& w, int64_t groups, const float* x, int64_t tokens, float* y);
+// rounding is not the CUDA-core tile's). Launches only where the call fits and is worth it (enough
+// CTAs to fill the device; DEEPINFER_DECODE_GEMV=1 takes every call that fits, =0 none: for tests
+// and measurements), and says whether it did: false leaves the call to the CUDA-core tile.
+bool launch_decode_gemv_tc(const DevMatrix& w, int64_t groups, const float* x, int64_t tokens, float* y);
 // The same for the shared expert's gate / up: h = silu(min(w1 x, limit)) * clamp(w3 x, -limit, limit)
 // (launch_moe_gate_up's epilogue) for x [tokens, D], h [tokens, I]; w1 / w3 of one shape, I a multiple of 8.
-bool decode_swiglu_tc_takes(const DevMatrix& w1, const DevMatrix& w3, const float* x, int64_t tokens);
-void launch_decode_swiglu_tc(const DevMatrix& w1, const DevMatrix& w3, const float* x, int64_t tokens, float limit,
+bool launch_decode_swiglu_tc(const DevMatrix& w1, const DevMatrix& w3, const float* x, int64_t tokens, float limit,
                              float* h);
 
 // --- tensor-core GEMM (tc_gemm.cu) ---

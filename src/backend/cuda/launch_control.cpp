@@ -36,6 +36,16 @@ bool dependent_launch_enabled() {
   return enabled;
 }
 
+int device_sm_count() {
+  static const int n = [] {
+    int dev = 0, sms = 0;
+    cudaGetDevice(&dev);
+    cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+    return sms > 0 ? sms : 1;
+  }();
+  return n;
+}
+
 LaunchControl& launch_control() {
   thread_local LaunchControl control;
   return control;

@@ -28,6 +28,10 @@ struct LaunchControl {
 // read once per process.
 bool dependent_launch_enabled();
 
+// SMs of the device current at the first call (read once per process: the launch sizes of the
+// streaming kernels; one kind of GPU per process).
+int device_sm_count();
+
 // This thread's control (thread-local: data-parallel ranks drive their GPUs from their own threads).
 LaunchControl& launch_control();
 

@@ -130,15 +130,12 @@ bool CudaBackend::linear_on_cublas(const DevMatrix& w, int64_t groups, TensorVie
 void CudaBackend::linear_any(const WeightMatrix& w, int64_t groups, TensorView x, TensorView y) {
   const int64_t T = x.rows();
   const DevMatrix dw = weight(w).dev();
+  if (linear_on_cublas(dw, groups, x, y)) return;
   const int fmt = tensor_cores_for(T) ? tc_format(dw) : -1;
-  if (linear_on_cublas(dw, groups, x, y)) {
-    return;
-  } else if (fmt >= 0) {
+  if (fmt >= 0) {
     void* xc = tc_reads_x(T, x.f32()) ? nullptr : scratch(tc_split_bytes(T, groups, w.cols), kTcScratch);
     launch_linear_tc(fmt, dw, groups, x.f32(), xc, T, y.f32());
-  } else if (T <= 2 && tensor_cores_when(true) && decode_gemv_tc_takes(dw, groups, x.f32(), T)) {
-    launch_decode_gemv_tc(dw, groups, x.f32(), T, y.f32());
-  } else {
+  } else if (T > 2 || !tensor_cores_when(true) || !launch_decode_gemv_tc(dw, groups, x.f32(), T, y.f32())) {
     launch_linear(dw, groups, x.f32(), T, y.f32());
   }
   DEEPINFER_CUDA_LAUNCHED();
@@ -344,9 +341,7 @@ void CudaBackend::moe_experts_filled(const backend::MoeWeights& w, TensorView x,
     if (f_shared_gu >= 0) {
       launch_moe_gemm_tc(true, f_shared_gu, d1, d3, nullptr, nullptr, (T + shared_rows - 1) / shared_rows, T,
                          shared_rows, nullptr, x.f32(), T, xc, D, h, Is, limit, false);
-    } else if (shared_gemv && decode_swiglu_tc_takes(s1[0], s3[0], x.f32(), T)) {
-      launch_decode_swiglu_tc(s1[0], s3[0], x.f32(), T, limit, h);
-    } else {
+    } else if (!shared_gemv || !launch_decode_swiglu_tc(s1[0], s3[0], x.f32(), T, limit, h)) {
       launch_moe_gate_up(common_format({&s1, &s3}), d1, d3, nullptr, nullptr, (T + kGemmTileRows - 1) / kGemmTileRows,
                          T, nullptr, x.f32(), D, Is, limit, h, few_rows);
     }
@@ -354,9 +349,7 @@ void CudaBackend::moe_experts_filled(const backend::MoeWeights& w, TensorView x,
     if (f_shared_down >= 0) {
       launch_moe_gemm_tc(false, f_shared_down, d2, d2, nullptr, nullptr, (T + shared_rows - 1) / shared_rows, T,
                          shared_rows, nullptr, h, T, hc, Is, out.f32(), D, 0.0f, false);
-    } else if (shared_gemv && decode_gemv_tc_takes(s2[0], 1, h, T)) {
-      launch_decode_gemv_tc(s2[0], 1, h, T, out.f32());
-    } else {
+    } else if (!shared_gemv || !launch_decode_gemv_tc(s2[0], 1, h, T, out.f32())) {
       launch_moe_down(common_format({&s2}), d2, nullptr, nullptr, (T + kGemmTileRows - 1) / kGemmTileRows, T, h, Is, D,
                       out.f32(), few_rows);
     }
