@@ -239,8 +239,11 @@ class CudaBackend final : public backend::Backend {
   const ExpertTable& expert_table(std::span<const backend::SwigluExpert> experts, int64_t D);
   // linear and grouped_linear after validation (ops_gemm.cpp).
   void linear_any(const WeightMatrix& w, int64_t groups, TensorView x, TensorView y);
-  // linear_any through cuBLASLt where cublas_linear.h says it runs; false (nothing launched) otherwise.
-  bool linear_on_cublas(const DevMatrix& w, int64_t groups, TensorView x, TensorView y);
+  // The cuBLASLt GEMM (cublas_linear.h) y [T, groups * R] = W x, W the rows of `ws` stacked (same
+  // columns): cublas_ready says whether it runs for these operands (policy, formats, an algorithm)
+  // and sizes its scratch, launching nothing; cublas_gemm then runs it.
+  bool cublas_ready(std::span<const DevMatrix> ws, int64_t groups, int64_t T, const float* y);
+  void cublas_gemm(std::span<const DevMatrix> ws, int64_t groups, const float* x, int64_t T, float* y);
   // Whether a GEMM of `rows` rows (per expert, for the routed experts) runs on the tensor cores
   // (gemm_kernels.h: TcPolicy).
   bool tensor_cores_for(int64_t rows) const;
@@ -251,7 +254,7 @@ class CudaBackend final : public backend::Backend {
   bool attention_on_tensor_cores(int64_t tokens, int64_t hd) const;
   // scratch() slots of the tensor-core GEMM's split activations (this one and the next).
   static constexpr int kTcScratch = 3;
-  // scratch() slots of the cuBLASLt GEMM's bf16 weight and x (this one and the next).
+  // scratch() slots of the cuBLASLt GEMM's bf16 weight and x, and of the shared expert's gate / up.
   static constexpr int kCublasScratch = 9;
 
   // run_step's pieces (step_graphs.cpp).

@@ -320,12 +320,7 @@ __global__ void __launch_bounds__(kThreads, 2) decode_gemv_fp8_kernel(Args a) {
         return (v[0] + v[1]) + v[2];
       };
       float out = row_sum(r);
-      if constexpr (kSwiglu) {  // as skinny::store_out
-        const float gl = a.limit < out ? a.limit : out;
-        const float u = row_sum(r + 8);
-        const float uc = u < -a.limit ? -a.limit : (a.limit < u ? a.limit : u);
-        out = skinny::silu_f(gl) * uc;
-      }
+      if constexpr (kSwiglu) out = skinny::swiglu_clamped(out, row_sum(r + 8), a.limit);
       const int64_t grp = b / a.jobs_per_group;
       const int64_t o = (b % a.jobs_per_group) * kOuts * tiles + tl * kOuts + r;
       if (o < a.R) a.y[tok * a.groups * a.R + grp * a.R + o] = out;

@@ -339,6 +339,15 @@ __global__ void fill_kernel(float* dst, int64_t n, float value) {
   if (i < n) dst[i] = value;
 }
 
+// h[t, i] = SwiGLU of gu[t, i] (gate) and gu[t, I + i] (up), one thread an element.
+__global__ void swiglu_rows_kernel(const float* gu, int64_t rows, int64_t I, float limit, float* h) {
+  wait_for_previous_kernel();
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= rows * I) return;
+  const int64_t t = i / I, c = i % I;
+  h[i] = skinny::swiglu_clamped(gu[t * 2 * I + c], gu[t * 2 * I + I + c], limit);
+}
+
 // CTAs of the skinny kernels resident on the whole device at once (2 per SM, their launch bounds):
 // the grid of the streaming kernels.
 int64_t resident_ctas() { return static_cast<int64_t>(device_sm_count()) * 2; }
@@ -515,6 +524,11 @@ void launch_moe_combine(float* out, const float* ye, const int32_t* experts, con
   const int threads = D >= 256 ? 256 : 64;
   const dim3 grid(static_cast<unsigned>(tokens), static_cast<unsigned>((D + threads - 1) / threads));
   launch(moe_combine_kernel, grid, threads, 0, out, ye, experts, weights, row_of, top_k, D);
+}
+
+void launch_swiglu_rows(const float* gu, int64_t rows, int64_t I, float limit, float* h) {
+  if (rows * I <= 0) return;
+  launch(swiglu_rows_kernel, blocks_for(rows * I, 256), 256, 0, gu, rows, I, limit, h);
 }
 
 void launch_fill(float* dst, int64_t n, float value) {

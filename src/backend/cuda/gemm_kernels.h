@@ -108,6 +108,9 @@ void launch_moe_down(int fmt, const DevMatrix* w2s, const MoeTile* tiles, const 
 // out[t] += weights[t, k] * ye[row_of[t, k]] over token t's experts in ascending expert id.
 void launch_moe_combine(float* out, const float* ye, const int32_t* experts, const float* weights,
                         const int32_t* row_of, int64_t tokens, int64_t top_k, int64_t D);
+// h [rows, I] = silu(min(g, limit)) * clamp(u, -limit, limit) of gu [rows, 2I] = [g | u] per row
+// (the SwiGLU epilogue of launch_moe_gate_up, for gate / up sums made elsewhere: cuBLASLt).
+void launch_swiglu_rows(const float* gu, int64_t rows, int64_t I, float limit, float* h);
 // dst[0, n) = value.
 void launch_fill(float* dst, int64_t n, float value);
 

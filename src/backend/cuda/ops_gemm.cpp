@@ -104,24 +104,39 @@ bool CudaBackend::tensor_cores_for_experts(int64_t routed_rows, int64_t experts)
 
 bool CudaBackend::batching_keeps_bits() const { return options_.batch_invariant || tc_policy() != TcPolicy::Auto; }
 
-bool CudaBackend::linear_on_cublas(const DevMatrix& w, int64_t groups, TensorView x, TensorView y) {
-  const int64_t T = x.rows(), C = w.cols, R = w.rows / groups;
+bool CudaBackend::cublas_ready(std::span<const DevMatrix> ws, int64_t groups, int64_t T, const float* y) {
   const LaunchControl& lc = launch_control();
-  const size_t weight_bytes = static_cast<size_t>(3 * w.rows * C) * 2;
   if (!cublas_gemm_requested() || tc_policy() != TcPolicy::Auto || options_.batch_invariant ||
-      T < cublas_min_rows() || lc.record || lc.suppress || !weight_exact_in_bf16(w) ||
-      weight_bytes > CublasLinear::kMaxWeightBytes)
+      T < cublas_min_rows() || lc.record || lc.suppress)
     return false;
+  int64_t rows = 0;
+  for (const DevMatrix& w : ws) {
+    if (!weight_exact_in_bf16(w) || w.cols != ws[0].cols) return false;
+    rows += w.rows;
+  }
+  const int64_t C = ws[0].cols;
+  const size_t weight_bytes = static_cast<size_t>(3 * rows * C) * 2;
+  if (weight_bytes > CublasLinear::kMaxWeightBytes) return false;
   if (!cublas_) cublas_ = std::make_unique<CublasLinear>(allocator_);
-  // Every scratch buffer first (a growing scratch() synchronises and frees the old buffer).
-  auto* wb = static_cast<uint16_t*>(scratch(weight_bytes, kCublasScratch));
+  const void* wb = scratch(weight_bytes, kCublasScratch);
+  const void* xb = scratch(static_cast<size_t>(T * groups * 3 * C) * 2, kCublasScratch + 1);
+  return cublas_->plan(rows / groups, 3 * C, groups, T, wb, xb, y);
+}
+
+void CudaBackend::cublas_gemm(std::span<const DevMatrix> ws, int64_t groups, const float* x, int64_t T, float* y) {
+  int64_t rows = 0;
+  for (const DevMatrix& w : ws) rows += w.rows;
+  const int64_t C = ws[0].cols;
+  auto* wb = static_cast<uint16_t*>(scratch(static_cast<size_t>(3 * rows * C) * 2, kCublasScratch));
   auto* xb = static_cast<uint16_t*>(scratch(static_cast<size_t>(T * groups * 3 * C) * 2, kCublasScratch + 1));
-  if (!cublas_->plan(R, 3 * C, groups, T, wb, xb, y.f32())) return false;
-  launch_weight_bf16x3(w, wb);
-  launch_split_x_bf16x3(x.f32(), T, groups, C, xb);
+  int64_t done = 0;
+  for (const DevMatrix& w : ws) {
+    launch_weight_bf16x3(w, wb + done * 3 * C);
+    done += w.rows;
+  }
+  launch_split_x_bf16x3(x, T, groups, C, xb);
   DEEPINFER_CUDA_LAUNCHED();
-  cublas_->run(R, 3 * C, groups, T, wb, xb, y.f32(), stream_);
-  return true;
+  cublas_->run(rows / groups, 3 * C, groups, T, wb, xb, y, stream_);
 }
 
 // linear / grouped_linear: cuBLASLt where asked for (DEEPINFER_CUBLAS_GEMM, cublas_linear.h); the
@@ -130,7 +145,10 @@ bool CudaBackend::linear_on_cublas(const DevMatrix& w, int64_t groups, TensorVie
 void CudaBackend::linear_any(const WeightMatrix& w, int64_t groups, TensorView x, TensorView y) {
   const int64_t T = x.rows();
   const DevMatrix dw = weight(w).dev();
-  if (linear_on_cublas(dw, groups, x, y)) return;
+  if (cublas_ready({&dw, 1}, groups, T, y.f32())) {
+    cublas_gemm({&dw, 1}, groups, x.f32(), T, y.f32());
+    return;
+  }
   const int fmt = tensor_cores_for(T) ? tc_format(dw) : -1;
   if (fmt >= 0) {
     void* xc = tc_reads_x(T, x.f32()) ? nullptr : scratch(tc_split_bytes(T, groups, w.cols), kTcScratch);
@@ -322,6 +340,15 @@ void CudaBackend::moe_experts_filled(const backend::MoeWeights& w, TensorView x,
 
   // Every scratch buffer first (a growing scratch() synchronises and frees the old buffer).
   float* h = static_cast<float*>(scratch(static_cast<size_t>(std::max<int64_t>({T * Is, routed * I, 1})) * sizeof(float), 1));
+  // The shared expert of a prefill through cuBLASLt where asked for: gate and up as one GEMM into
+  // gu, the SwiGLU, then down (each checked before anything launches).
+  const bool shared_cublas_asked = w.shared.w1 && cublas_gemm_requested() && T >= cublas_min_rows();
+  float* gu = shared_cublas_asked
+                  ? static_cast<float*>(scratch(static_cast<size_t>(T * 2 * Is) * sizeof(float), kCublasScratch + 2))
+                  : nullptr;
+  const DevMatrix shared_gate_up[2] = {s1.empty() ? DevMatrix{} : s1[0], s3.empty() ? DevMatrix{} : s3[0]};
+  const bool shared_cublas = shared_cublas_asked && cublas_ready(shared_gate_up, 1, T, gu) &&
+                             cublas_ready({s2.data(), 1}, 1, T, out.f32());
   // Room for the split activations where a tensor-core launch splits them (tiles of more than 8 rows).
   const bool shared_split = !tc_reads_x(shared_rows, x.f32()) || !tc_reads_x(shared_rows, h);
   const bool routed_split = tc_routed && (!tc_reads_x(routed_rows, x.f32()) || !tc_reads_x(routed_rows, h));
@@ -338,7 +365,10 @@ void CudaBackend::moe_experts_filled(const backend::MoeWeights& w, TensorView x,
     const DevMatrix* d1 = stage(std::span<const DevMatrix>(s1));
     const DevMatrix* d3 = stage(std::span<const DevMatrix>(s3));
     const DevMatrix* d2 = stage(std::span<const DevMatrix>(s2));
-    if (f_shared_gu >= 0) {
+    if (shared_cublas) {
+      cublas_gemm(shared_gate_up, 1, x.f32(), T, gu);
+      launch_swiglu_rows(gu, T, Is, limit, h);
+    } else if (f_shared_gu >= 0) {
       launch_moe_gemm_tc(true, f_shared_gu, d1, d3, nullptr, nullptr, (T + shared_rows - 1) / shared_rows, T,
                          shared_rows, nullptr, x.f32(), T, xc, D, h, Is, limit, false);
     } else if (!shared_gemv || !launch_decode_swiglu_tc(s1[0], s3[0], x.f32(), T, limit, h)) {
@@ -346,7 +376,9 @@ void CudaBackend::moe_experts_filled(const backend::MoeWeights& w, TensorView x,
                          T, nullptr, x.f32(), D, Is, limit, h, few_rows);
     }
     DEEPINFER_CUDA_LAUNCHED();
-    if (f_shared_down >= 0) {
+    if (shared_cublas) {
+      cublas_gemm({s2.data(), 1}, 1, h, T, out.f32());
+    } else if (f_shared_down >= 0) {
       launch_moe_gemm_tc(false, f_shared_down, d2, d2, nullptr, nullptr, (T + shared_rows - 1) / shared_rows, T,
                          shared_rows, nullptr, h, T, hc, Is, out.f32(), D, 0.0f, false);
     } else if (!shared_gemv || !launch_decode_gemv_tc(s2[0], 1, h, T, out.f32())) {

@@ -161,6 +161,14 @@ __device__ __forceinline__ void chunk_fma(const uint4* raw, const float* s, cons
 
 __device__ __forceinline__ float silu_f(float x) { return x * (1.0f / (1.0f + expf(-x))); }
 
+// V4's clamped SwiGLU of gate g and up u, as the CPU reference: silu(std::min(g, limit)) *
+// std::clamp(u, -limit, limit). Every SwiGLU epilogue of the backend goes through it.
+__device__ __forceinline__ float swiglu_clamped(float g, float u, float limit) {
+  const float gl = limit < g ? limit : g;
+  const float uc = u < -limit ? -limit : (limit < u ? limit : u);
+  return silu_f(gl) * uc;
+}
+
 // Lanes: a fixed butterfly (every lane ends with the same sum).
 template <int RM>
 __device__ __forceinline__ void lane_sums(float (&acc)[kRW][RM]) {
@@ -181,11 +189,7 @@ template <bool kSwiglu>
 __device__ __forceinline__ void store_out(const Job& j, int oi, int m, float v, float u) {
   const int64_t row = j.rb + m, o = j.o0 + oi;
   if (row >= j.re || o >= j.n_out) return;
-  if constexpr (kSwiglu) {
-    const float gl = j.limit < v ? j.limit : v;                               // std::min(g, limit)
-    const float uc = u < -j.limit ? -j.limit : (j.limit < u ? j.limit : u);  // std::clamp(u, -limit, limit)
-    v = silu_f(gl) * uc;
-  }
+  if constexpr (kSwiglu) v = swiglu_clamped(v, u, j.limit);
   j.y[row * j.ldy + o] = v;
 }
 

@@ -455,10 +455,7 @@ __device__ __forceinline__ void tile(const Job& j, float* red, uint4* x_stage) {
         if (row >= j.re) continue;
         if constexpr (kSwiglu) {
           if (out_a[r] >= j.n_out) continue;
-          const float v = tot[r][n][c], u = tot[r][n][c + 2];
-          const float gl = j.limit < v ? j.limit : v;                               // std::min(g, limit)
-          const float uc = u < -j.limit ? -j.limit : (j.limit < u ? j.limit : u);  // std::clamp(u, -limit, limit)
-          j.y[row * j.ldy + out_a[r]] = skinny::silu_f(gl) * uc;
+          j.y[row * j.ldy + out_a[r]] = skinny::swiglu_clamped(tot[r][n][c], tot[r][n][c + 2], j.limit);
         } else {
           if (out_a[r] < j.n_out) j.y[row * j.ldy + out_a[r]] = tot[r][n][c];
           if (out_b[r] < j.n_out) j.y[row * j.ldy + out_b[r]] = tot[r][n][c + 2];
