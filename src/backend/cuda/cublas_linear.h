@@ -1,6 +1,6 @@
 #pragma once
-// linear / grouped_linear of many rows, and the MoE shared expert's GEMMs, through cuBLASLt (NVIDIA's GEMM library): bf16 tensor-core
-// GEMMs at close to the card's bf16 rate, where our own tensor-core GEMM (tc_gemm.cu) runs prefill
+// linear / grouped_linear of many rows, and the MoE shared expert's GEMMs, through cuBLASLt
+// (NVIDIA's GEMM library): bf16 tensor-core GEMMs at close to the card's bf16 rate, where our own tensor-core GEMM (tc_gemm.cu) runs prefill
 // at a fraction of it. Operands: the weight widened to bf16 (exact for the released formats) three
 // times along K, and x in three bf16 parts (bf16_operands.h), so a row keeps float32 accuracy.
 //

@@ -140,8 +140,9 @@ void CudaBackend::cublas_gemm(std::span<const DevMatrix> ws, int64_t groups, con
 }
 
 // linear / grouped_linear: cuBLASLt where asked for (DEEPINFER_CUBLAS_GEMM, cublas_linear.h); the
-// tensor-core GEMM for the formats it takes where tensor_cores_for the call's rows (gemm_kernels.h); FP8 decode (1-2 rows) on the tensor-core GEMV where tensor cores are
-// allowed at all (the default mode); else the CUDA-core tile.
+// tensor-core GEMM for the formats it takes where tensor_cores_for the call's rows (gemm_kernels.h);
+// FP8 decode (1-2 rows) on the tensor-core GEMV where tensor cores are allowed at all (the default
+// mode); else the CUDA-core tile.
 void CudaBackend::linear_any(const WeightMatrix& w, int64_t groups, TensorView x, TensorView y) {
   const int64_t T = x.rows();
   const DevMatrix dw = weight(w).dev();
