@@ -7,6 +7,7 @@
 // Long contexts for many sequences: identical prompts give identical state, so one sequence is
 // prefilled and its slot and blocks are copied to the others (said so in the output).
 #include <fmt/format.h>
+#include <unistd.h>  // environ
 
 #include <algorithm>
 #include <array>
@@ -370,6 +371,17 @@ class Bench {
   std::vector<std::array<std::string, 5>> rows_;
 };
 
+// The DEEPINFER_* variables of this run (kernel choices, thresholds), so a log says what it timed.
+std::string deepinfer_settings() {
+  std::vector<std::string> set;
+  for (char** e = environ; e && *e; ++e)
+    if (std::string_view(*e).starts_with("DEEPINFER_")) set.emplace_back(*e);
+  std::sort(set.begin(), set.end());
+  std::string out;
+  for (const auto& s : set) out += (out.empty() ? "" : " ") + s;
+  return out.empty() ? "defaults (no DEEPINFER_* variable set)" : out;
+}
+
 int run_bench(const Args& a) {
   const auto batches = parse_list(a.batches, "batch");
   const auto prefills = parse_list(a.prefills, "prefill");
@@ -409,6 +421,7 @@ int run_bench(const Args& a) {
   fmt::print("ceilings  copy {} ({}); GEMM {} ({})\n", rate(ceil.copy_bytes_per_s), ceil.copy_how,
              ceil.gemm_flops_per_s > 0 ? fmt::format("{:.0f} TFLOP/s", ceil.gemm_flops_per_s / 1e12) : "-",
              ceil.gemm_how);
+  fmt::print("settings  {}\n", deepinfer_settings());
   fmt::print("state     {} per element, blocks of {} positions ({}), slots of {}\n", dtype_name(m->state_layout().dtype),
              m->state_layout().block_tokens, human(static_cast<double>(m->state_layout().block_bytes())),
              human(static_cast<double>(m->state_layout().slot_bytes())));
@@ -437,6 +450,7 @@ int run_bench(const Args& a) {
 
   bench.results["model"] = a.model;
   bench.results["device"] = ceil.device;
+  bench.results["settings"] = deepinfer_settings();
   bench.results["copy_bytes_per_s"] = ceil.copy_bytes_per_s;
   bench.results["gemm_flops_per_s"] = ceil.gemm_flops_per_s;
   bench.results["copy_how"] = ceil.copy_how;
