@@ -7,8 +7,8 @@
 // When it runs (ops_gemm.cpp): DEEPINFER_CUBLAS_GEMM=1 in the default mode (never under batch
 // invariance: cuBLAS picks its kernel by the call's rows) and with DEEPINFER_TC_GEMM unset, for
 // calls of at least DEEPINFER_CUBLAS_MIN_ROWS rows (default 256) whose weight is exact in bf16 and
-// whose tripled copy fits kMaxWeightBytes, outside recorded steps (CUDA graphs replay only our own
-// launches). Unset or 0: never (it is not measured on the GPU yet; docs/perf.md).
+// whose tripled copy fits kMaxWeightBytes, outside steps of a recorded shape (CUDA graphs replay
+// only our own launches, and such a step's eager runs must match its replays bit for bit). Unset or 0: never (it is not measured on the GPU yet; docs/perf.md).
 //
 // The library is opened at run time (it is 540 MB, part of the CUDA toolkit and of PyTorch's
 // nvidia-cublas wheel): DEEPINFER_CUBLASLT names the file, else the loader's path and

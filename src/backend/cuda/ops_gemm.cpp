@@ -105,9 +105,10 @@ bool CudaBackend::tensor_cores_for_experts(int64_t routed_rows, int64_t experts)
 bool CudaBackend::batching_keeps_bits() const { return options_.batch_invariant || tc_policy() != TcPolicy::Auto; }
 
 bool CudaBackend::cublas_ready(std::span<const DevMatrix> ws, int64_t groups, int64_t T, const float* y) {
-  const LaunchControl& lc = launch_control();
+  // Never in a step of a recorded shape: its replays launch only our kernels, and its eager runs
+  // must give the same bits (StepGraphs tests).
   if (!cublas_gemm_requested() || tc_policy() != TcPolicy::Auto || options_.batch_invariant ||
-      T < cublas_min_rows() || lc.record || lc.suppress)
+      T < cublas_min_rows() || step_block_capacity() > 0)
     return false;
   int64_t rows = 0;
   for (const DevMatrix& w : ws) {
