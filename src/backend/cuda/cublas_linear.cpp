@@ -104,8 +104,17 @@ int alignment(const void* p, int64_t stride_bytes) {
 
 }  // namespace
 
-bool cublas_gemm_requested() {
-  static const bool on = policy_from_env("DEEPINFER_CUBLAS_GEMM") == TcPolicy::Always;
+bool cublas_gemm_enabled() {
+  static const bool on = [] {
+    switch (policy_from_env("DEEPINFER_CUBLAS_GEMM")) {
+      case TcPolicy::Never: return false;
+      case TcPolicy::Always: return true;  // CublasLinear's constructor fails if the library is missing
+      default: break;
+    }
+    if (!api().found)
+      fmt::print(stderr, "deepinfer: {}; prefill GEMMs stay on deepinfer's own kernels\n", api().library);
+    return api().found;
+  }();
   return on;
 }
 

@@ -1,18 +1,20 @@
 #pragma once
 // linear / grouped_linear of many rows, and the MoE shared expert's GEMMs, through cuBLASLt
-// (NVIDIA's GEMM library): bf16 tensor-core GEMMs at close to the card's bf16 rate, where our own tensor-core GEMM (tc_gemm.cu) runs prefill
-// at a fraction of it. Operands: the weight widened to bf16 (exact for the released formats) three
+// (NVIDIA's GEMM library): bf16 tensor-core GEMMs at close to the card's bf16 rate, where our own
+// tensor-core GEMM (tc_gemm.cu) runs prefill at a fraction of it. Operands: the weight widened to bf16 (exact for the released formats) three
 // times along K, and x in three bf16 parts (bf16_operands.h), so a row keeps float32 accuracy.
 //
-// When it runs (ops_gemm.cpp): DEEPINFER_CUBLAS_GEMM=1 in the default mode (never under batch
-// invariance: cuBLAS picks its kernel by the call's rows) and with DEEPINFER_TC_GEMM unset, for
-// calls of at least DEEPINFER_CUBLAS_MIN_ROWS rows (default 256) whose weight is exact in bf16 and
-// whose tripled copy fits kMaxWeightBytes, outside steps of a recorded shape (CUDA graphs replay
-// only our own launches, and such a step's eager runs must match its replays bit for bit). Unset or 0: never (it is not measured on the GPU yet; docs/perf.md).
+// When it runs (ops_gemm.cpp): in the default mode (never under batch invariance, where cuBLAS's
+// choice of kernel by the call's rows would change a row's bits, nor with DEEPINFER_TC_GEMM
+// pinned), for calls of at least DEEPINFER_CUBLAS_MIN_ROWS rows (default 256) whose weight is exact
+// in bf16 and whose tripled copy fits kMaxWeightBytes, outside decode steps (CUDA graphs replay only
+// our own launches, and a decode step's eager runs must match its replays bit for bit:
+// StepPlan::decode). DEEPINFER_CUBLAS_GEMM=0 turns it off; =1 requires the library.
 //
 // The library is opened at run time (it is 540 MB, part of the CUDA toolkit and of PyTorch's
 // nvidia-cublas wheel): DEEPINFER_CUBLASLT names the file, else the loader's path and
-// /usr/local/cuda/lib64 are searched. Asked for and missing is an error, not a silent fallback.
+// /usr/local/cuda/lib64 are searched. Missing, the default mode says so once and keeps our own
+// kernels; DEEPINFER_CUBLAS_GEMM=1 makes it an error.
 #include <cuda_runtime.h>
 
 #include <cstddef>
@@ -27,8 +29,8 @@
 
 namespace deepinfer::cuda {
 
-// DEEPINFER_CUBLAS_GEMM=1 (read once).
-bool cublas_gemm_requested();
+// Whether the path is on (DEEPINFER_CUBLAS_GEMM and the library, read once).
+bool cublas_gemm_enabled();
 // DEEPINFER_CUBLAS_MIN_ROWS, default 256 (read once).
 int64_t cublas_min_rows();
 

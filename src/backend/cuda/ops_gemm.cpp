@@ -105,10 +105,10 @@ bool CudaBackend::tensor_cores_for_experts(int64_t routed_rows, int64_t experts)
 bool CudaBackend::batching_keeps_bits() const { return options_.batch_invariant || tc_policy() != TcPolicy::Auto; }
 
 bool CudaBackend::cublas_ready(std::span<const DevMatrix> ws, int64_t groups, int64_t T, const float* y) {
-  // Never in a step of a recorded shape: its replays launch only our kernels, and its eager runs
-  // must give the same bits (StepGraphs tests).
-  if (!cublas_gemm_requested() || tc_policy() != TcPolicy::Auto || options_.batch_invariant ||
-      T < cublas_min_rows() || step_block_capacity() > 0)
+  // Never in a decode step: CUDA graphs replay only our kernels, and a decode step gives the same
+  // bits replayed or launched eagerly (StepGraphs tests).
+  if (!cublas_gemm_enabled() || tc_policy() != TcPolicy::Auto || options_.batch_invariant ||
+      T < cublas_min_rows() || plan().decode)
     return false;
   int64_t rows = 0;
   for (const DevMatrix& w : ws) {
@@ -344,7 +344,7 @@ void CudaBackend::moe_experts_filled(const backend::MoeWeights& w, TensorView x,
   float* h = static_cast<float*>(scratch(static_cast<size_t>(std::max<int64_t>({T * Is, routed * I, 1})) * sizeof(float), 1));
   // The shared expert of a prefill through cuBLASLt where asked for: gate and up as one GEMM into
   // gu, the SwiGLU, then down (each checked before anything launches).
-  const bool shared_cublas_asked = w.shared.w1 && cublas_gemm_requested() && T >= cublas_min_rows();
+  const bool shared_cublas_asked = w.shared.w1 && cublas_gemm_enabled() && T >= cublas_min_rows();
   float* gu = shared_cublas_asked
                   ? static_cast<float*>(scratch(static_cast<size_t>(T * 2 * Is) * sizeof(float), kCublasScratch + 2))
                   : nullptr;

@@ -14,6 +14,7 @@ StepPlan plan_step(const backend::StepShape& shape, bool recorded, int64_t sms, 
         std::bit_ceil(static_cast<uint64_t>(std::max(shape.max_blocks, StepPlan::kMinBlockCapacity))));
   plan.sms = sms;
   plan.attention = options.attention_schedule;
+  plan.decode = shape.decode;
   return plan;
 }
 

@@ -36,6 +36,10 @@ struct StepPlan {
   // Streaming multiprocessors of the device (the CTAs a launch needs to fill it).
   int64_t sms = 132;
   backend::AttentionSchedule attention = backend::AttentionSchedule::Auto;
+  // A decode step (every sequence one token): its GEMMs stay on our own kernels, so a step replayed
+  // from a CUDA graph and the same step launched eagerly (--enforce-eager) give the same bits
+  // (cublas_linear.h).
+  bool decode = false;
 
   // Whether a sparse-attention launch of `pairs` (token, head) pairs, `splits` splits each, runs
   // every split of a pair in one CTA.
