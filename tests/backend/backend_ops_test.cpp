@@ -274,7 +274,8 @@ TEST_P(BackendOps, LinearManyRowsWideRangeActivations) {
                         {DType::F8_E4M3, Scales::None, 96, 384, 1},
                         {DType::F8_E4M3, Scales::F32Blocks, 96, 384, 1},  // not exact in bf16: our own GEMM
                         {DType::F4_E2M1, Scales::E8M0Blocks, 160, 512, 1},
-                        {DType::F8_E4M3, Scales::E8M0Blocks, 4 * 64, 256, 4}};
+                        {DType::F8_E4M3, Scales::E8M0Blocks, 4 * 64, 256, 4},
+                        {DType::BF16, Scales::None, 64, 302, 1}};  // rows of neither 8 nor 4 columns' multiple
   const int64_t T = 300;
   for (const Case& k : cases) {
     const int64_t block = k.dtype == DType::F8_E4M3 ? (k.groups > 1 ? 64 : 128) : 32;
@@ -591,10 +592,10 @@ MhcData random_mhc(int64_t rows, int64_t cols, int64_t scales, std::mt19937_64& 
 }
 
 TEST_P(BackendOps, MhcPreAllHcMultsAndSinkhornRounds) {
-  const int64_t T = 5, D = 16;
   // hc_mult 20 is above any fixed 16-entry array; 1 to 3 Sinkhorn rounds are far from converged,
-  // so a skipped or extra round shows.
-  for (int64_t n : {4, 20, 2}) {
+  // so a skipped or extra round shows. 37 tokens of 4 x 100: more than one column chunk, the last one
+  // cut, and tokens that do not fill the last group of a warp.
+  for (auto [T, D, n] : {std::tuple<int64_t, int64_t, int64_t>{5, 16, 4}, {5, 16, 20}, {5, 16, 2}, {37, 100, 4}}) {
     for (int64_t iters : {1, 2, 3, 20}) {
       MhcParams p;
       p.hc_mult = n;
@@ -610,7 +611,8 @@ TEST_P(BackendOps, MhcPreAllHcMultsAndSinkhornRounds) {
       be->mhc_pre(w.weights(), p, d_residual.view({T, n, D}), input.view({T, D}), post.view({T, n}), comb.view({T, n, n}));
       std::vector<double> want_input, want_post, want_comb;
       ref_mhc_pre(w, p, residual, T, D, want_input, want_post, want_comb);
-      const std::string what = "hc_mult " + std::to_string(n) + " sinkhorn " + std::to_string(iters);
+      const std::string what =
+          "T " + std::to_string(T) + " hc_mult " + std::to_string(n) + " sinkhorn " + std::to_string(iters);
       EXPECT_CLOSE(input.download(), want_input, "mhc_pre input, " + what);
       EXPECT_CLOSE(post.download(), want_post, "mhc_pre post, " + what);
       EXPECT_CLOSE(comb.download(), want_comb, "mhc_pre comb, " + what);
@@ -686,6 +688,31 @@ TEST_P(BackendOpsInvariant, RowsDoNotDependOnTheBatch) {
       const auto yr = d_yr.download();
       EXPECT_TRUE(std::equal(yr.begin(), yr.end(), all.begin() + t * rows))
           << "linear " << dtype_name(dtype) << ": row " << t << " alone differs from the batch";
+    }
+  }
+  {  // mHC mixing: 70 tokens take other warps and launch shapes than one (width 400: two chunks)
+    MhcParams p;
+    p.hc_mult = 4;
+    const int64_t n = 4, Dm = 100;
+    const MhcData& w = keep(random_mhc((2 + n) * n, n * Dm, 3, rng));
+    const auto residual = randoms(static_cast<size_t>(T * n * Dm));
+    const auto run = [&](int64_t t0, int64_t rows) {
+      const auto d = on_device(std::vector<float>(residual.begin() + t0 * n * Dm, residual.begin() + (t0 + rows) * n * Dm));
+      auto input = nan_output(static_cast<size_t>(rows * Dm)), post = nan_output(static_cast<size_t>(rows * n)),
+           comb = nan_output(static_cast<size_t>(rows * n * n));
+      be->mhc_pre(w.weights(), p, d.view({rows, n, Dm}), input.view({rows, Dm}), post.view({rows, n}),
+                  comb.view({rows, n, n}));
+      auto out = input.download();
+      for (const auto& part : {post.download(), comb.download()}) out.insert(out.end(), part.begin(), part.end());
+      return out;
+    };
+    const auto all = run(0, T);
+    for (int64_t t : {0, 33, 69}) {
+      const auto alone = run(t, 1);
+      std::vector<float> want(all.begin() + t * Dm, all.begin() + (t + 1) * Dm);
+      want.insert(want.end(), all.begin() + T * Dm + t * n, all.begin() + T * Dm + (t + 1) * n);
+      want.insert(want.end(), all.begin() + T * (Dm + n) + t * n * n, all.begin() + T * (Dm + n) + (t + 1) * n * n);
+      EXPECT_TRUE(alone == want) << "mhc_pre: token " << t << " alone differs from the batch";
     }
   }
   const int64_t D = 64, I = 32, E = 4, K = 2;

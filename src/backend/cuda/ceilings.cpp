@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/runtime_library.h"
 
 namespace deepinfer::cuda {
 
@@ -70,21 +71,6 @@ using GemmExFn = cublasStatus_t (*)(cublasHandle_t, cublasOperation_t, cublasOpe
                                     const void*, cudaDataType, int, const void*, cudaDataType, int, const void*, void*,
                                     cudaDataType, int, cublasComputeType_t, cublasGemmAlgo_t);
 
-void* open_cublas(std::string& tried) {
-  std::vector<std::string> names;
-  if (const char* env = std::getenv("DEEPINFER_CUBLAS")) names.emplace_back(env);
-  for (const char* n : {"libcublas.so.13", "libcublas.so.12", "libcublas.so", "/usr/local/cuda/lib64/libcublas.so.13",
-                        "/usr/local/cuda/lib64/libcublas.so.12", "/usr/local/cuda/lib64/libcublas.so"})
-    names.emplace_back(n);
-  for (const auto& n : names) {
-    if (void* h = dlopen(n.c_str(), RTLD_NOW | RTLD_LOCAL)) {
-      tried = n;
-      return h;
-    }
-  }
-  tried = "libcublas.so.13/.12 (not found; set DEEPINFER_CUBLAS)";
-  return nullptr;
-}
 
 }  // namespace
 
@@ -111,9 +97,12 @@ Measured measure_copy() {
 }
 
 Measured measure_gemm_bf16() {
-  std::string lib;
-  void* h = open_cublas(lib);
-  if (!h) return {0, "cuBLAS not found: " + lib};
+  const RuntimeLibrary opened = open_runtime_library(
+      "DEEPINFER_CUBLAS", {"libcublas.so.13", "libcublas.so.12", "libcublas.so", "/usr/local/cuda/lib64/libcublas.so.13",
+                           "/usr/local/cuda/lib64/libcublas.so.12", "/usr/local/cuda/lib64/libcublas.so"});
+  if (!opened.handle) return {0, "cuBLAS not found (tried " + opened.name + "; set DEEPINFER_CUBLAS)"};
+  void* const h = opened.handle;
+  const std::string& lib = opened.name;
   auto create = reinterpret_cast<CreateFn>(dlsym(h, "cublasCreate_v2"));
   auto destroy = reinterpret_cast<DestroyFn>(dlsym(h, "cublasDestroy_v2"));
   auto gemm = reinterpret_cast<GemmExFn>(dlsym(h, "cublasGemmEx"));

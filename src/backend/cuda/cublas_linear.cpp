@@ -5,7 +5,6 @@
 #include <cublasLt.h>
 #include <dlfcn.h>
 #include <fmt/format.h>
-#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -13,6 +12,7 @@
 #include <vector>
 
 #include "backend/cuda/gemm_kernels.h"
+#include "backend/cuda/runtime_library.h"
 #include "core/error.h"
 
 namespace deepinfer::cuda {
@@ -47,42 +47,33 @@ bool resolve(void* lib, const char* name, F& fn) {
 
 CublasLtApi open_api() {
   CublasLtApi api;
-  std::vector<std::string> names;
-  if (const char* env = std::getenv("DEEPINFER_CUBLASLT"); env && *env) names.emplace_back(env);
-  for (const char* n : {"libcublasLt.so.13", "/usr/local/cuda/lib64/libcublasLt.so.13", "libcublasLt.so.12",
-                        "/usr/local/cuda/lib64/libcublasLt.so.12"})
-    names.emplace_back(n);
-  void* lib = nullptr;
-  std::string path;
-  for (const auto& n : names)
-    if ((lib = dlopen(n.c_str(), RTLD_NOW | RTLD_LOCAL))) {
-      path = n;
-      break;
-    }
-  if (!lib) {
-    api.library = fmt::format("cuBLASLt not found (tried {}); set DEEPINFER_CUBLASLT to libcublasLt.so.13",
-                              fmt::join(names, ", "));
+  const RuntimeLibrary lib =
+      open_runtime_library("DEEPINFER_CUBLASLT", {"libcublasLt.so.13", "/usr/local/cuda/lib64/libcublasLt.so.13",
+                                                  "libcublasLt.so.12", "/usr/local/cuda/lib64/libcublasLt.so.12"});
+  if (!lib.handle) {
+    api.library = fmt::format("cuBLASLt not found (tried {}); set DEEPINFER_CUBLASLT to libcublasLt.so.13", lib.name);
     return api;
   }
-  const bool all = resolve(lib, "cublasLtCreate", api.create) && resolve(lib, "cublasLtDestroy", api.destroy) &&
-                   resolve(lib, "cublasLtGetVersion", api.version) &&
-                   resolve(lib, "cublasLtMatmulDescCreate", api.desc_create) &&
-                   resolve(lib, "cublasLtMatmulDescDestroy", api.desc_destroy) &&
-                   resolve(lib, "cublasLtMatmulDescSetAttribute", api.desc_set) &&
-                   resolve(lib, "cublasLtMatrixLayoutCreate", api.layout_create) &&
-                   resolve(lib, "cublasLtMatrixLayoutDestroy", api.layout_destroy) &&
-                   resolve(lib, "cublasLtMatrixLayoutSetAttribute", api.layout_set) &&
-                   resolve(lib, "cublasLtMatmulPreferenceCreate", api.pref_create) &&
-                   resolve(lib, "cublasLtMatmulPreferenceDestroy", api.pref_destroy) &&
-                   resolve(lib, "cublasLtMatmulPreferenceSetAttribute", api.pref_set) &&
-                   resolve(lib, "cublasLtMatmulAlgoGetHeuristic", api.heuristic) &&
-                   resolve(lib, "cublasLtMatmul", api.matmul);
+  void* const h = lib.handle;
+  const bool all = resolve(h, "cublasLtCreate", api.create) && resolve(h, "cublasLtDestroy", api.destroy) &&
+                   resolve(h, "cublasLtGetVersion", api.version) &&
+                   resolve(h, "cublasLtMatmulDescCreate", api.desc_create) &&
+                   resolve(h, "cublasLtMatmulDescDestroy", api.desc_destroy) &&
+                   resolve(h, "cublasLtMatmulDescSetAttribute", api.desc_set) &&
+                   resolve(h, "cublasLtMatrixLayoutCreate", api.layout_create) &&
+                   resolve(h, "cublasLtMatrixLayoutDestroy", api.layout_destroy) &&
+                   resolve(h, "cublasLtMatrixLayoutSetAttribute", api.layout_set) &&
+                   resolve(h, "cublasLtMatmulPreferenceCreate", api.pref_create) &&
+                   resolve(h, "cublasLtMatmulPreferenceDestroy", api.pref_destroy) &&
+                   resolve(h, "cublasLtMatmulPreferenceSetAttribute", api.pref_set) &&
+                   resolve(h, "cublasLtMatmulAlgoGetHeuristic", api.heuristic) &&
+                   resolve(h, "cublasLtMatmul", api.matmul);
   if (!all) {
-    api.library = fmt::format("{} lacks a cuBLASLt entry point deepinfer calls", path);
+    api.library = fmt::format("{} lacks a cuBLASLt entry point deepinfer calls", lib.name);
     return api;
   }
   api.found = true;
-  api.library = fmt::format("{} (version {})", path, api.version());
+  api.library = fmt::format("{} (version {})", lib.name, api.version());
   return api;
 }
 

@@ -111,41 +111,87 @@ __global__ void mhc_post_kernel(const float* old, const float* out, const float*
 
 // ---------------------------------------------------------------- mHC sites
 // The mixing GEMM is split over the width in chunks of kMixChunk columns, fixed by the width alone
-// (never the batch), so each token's sums are the same in any step. Per (chunk, token) block: the
-// chunk's sum of squares (double) and its dot with every fn row; the finish kernel adds the chunks in
-// order and scales by the RMS factor (the reference's linear(x, fn) * rsqrt).
+// (never the batch), so each token's sums are the same in any step. Per (token, chunk): the chunk's
+// sum of squares (double) and its dot with every fn row; the finish kernel adds the chunks in order
+// and scales by the RMS factor (the reference's linear(x, fn) * rsqrt).
+//
+// A warp takes kMixTokens tokens of one chunk. Lane l sums the chunk's columns l, l + 32, ... (8 of
+// them) serially for every (token, mix) of a pass of kMixPass mixes, then the lanes' sums are added by
+// an xor butterfly that also scatters them (lane l ends with sums 3l .. 3l + 2): 93 shuffles for 96
+// sums, where one butterfly per sum took 480. The order of every sum depends on the width alone.
 constexpr int kMixChunk = 256;
-constexpr int kMixGroup = 8;  // fn rows per pass (register accumulators)
+constexpr int kMixTokens = 4;
+constexpr int kMixPass = 24;  // V4's (2 + hc_mult) * hc_mult: one pass
+constexpr int kMixSums = kMixTokens * kMixPass;
+static_assert(kMixSums == 3 * 32, "the butterfly leaves three sums a lane");
 
-__global__ void __launch_bounds__(kThreads) mhc_mix_partials_kernel(const float* residual, int64_t width, const float* fn,
-                                                                    int64_t mixes, int64_t chunks, double* sumsq,
-                                                                    float* dots) {
+// One step of the scattering butterfly: lanes l and l ^ Offset hold the same 2 * Half sums; each
+// adds its partner's share of the half it keeps (the upper one where its Offset bit is set).
+template <int Half, int Offset>
+__device__ __forceinline__ void butterfly_scatter(float* a, int lane) {
+  const bool upper = (lane & Offset) != 0;
+#pragma unroll
+  for (int i = 0; i < Half; ++i) {
+    const float give = upper ? a[i] : a[i + Half];
+    a[i] = (upper ? a[i + Half] : a[i]) + __shfl_xor_sync(0xffffffffu, give, Offset);
+  }
+  if constexpr (Offset > 1) butterfly_scatter<Half / 2, Offset / 2>(a, lane);
+}
+
+__global__ void __launch_bounds__(kThreads) mhc_mix_partials_kernel(const float* residual, int64_t tokens, int64_t width,
+                                                                    const float* fn, int64_t mixes, int64_t chunks,
+                                                                    double* sumsq, float* dots) {
   wait_for_previous_kernel();
-  __shared__ double dpart[kThreads / 32];
-  __shared__ float fpart[kThreads / 32][kMixGroup];
-  const int64_t t = blockIdx.x, chunk = blockIdx.y;  // tokens in x: gridDim.y stops at 65535
-  const int64_t c = chunk * kMixChunk + threadIdx.x;  // kThreads == kMixChunk: one column per thread
-  const bool in = c < width;
-  const float xv = in ? residual[t * width + c] : 0.0f;
-  const double ss = block_sum(static_cast<double>(xv) * xv, dpart);
-  if (threadIdx.x == 0) sumsq[t * chunks + chunk] = ss;
-  const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) & 31;
-  for (int64_t m0 = 0; m0 < mixes; m0 += kMixGroup) {
-    float acc[kMixGroup];
+  const int lane = static_cast<int>(threadIdx.x) & 31;
+  const int64_t group = static_cast<int64_t>(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
+  const int64_t t0 = group * kMixTokens, chunk = blockIdx.y;  // chunks in y: at most 65535
+  if (t0 >= tokens) return;
+  const int64_t c0 = chunk * kMixChunk + lane;
+  const float* rows[kMixTokens];
 #pragma unroll
-    for (int g = 0; g < kMixGroup; ++g) acc[g] = in && m0 + g < mixes ? xv * fn[(m0 + g) * width + c] : 0.0f;
+  for (int k = 0; k < kMixTokens; ++k) rows[k] = residual + (t0 + k < tokens ? t0 + k : t0) * width;
+  {
+    double ss[kMixTokens] = {};
 #pragma unroll
-    for (int g = 0; g < kMixGroup; ++g)
-      for (int offset = 16; offset > 0; offset /= 2) acc[g] += __shfl_xor_sync(0xffffffffu, acc[g], offset);
-    __syncthreads();  // the previous group's fpart has been read
-    if (lane == 0)
+    for (int j = 0; j < kMixChunk / 32; ++j) {
+      const int64_t c = c0 + 32 * j;
+      if (c < width)
 #pragma unroll
-      for (int g = 0; g < kMixGroup; ++g) fpart[warp][g] = acc[g];
-    __syncthreads();
-    if (threadIdx.x < kMixGroup && m0 + threadIdx.x < mixes) {
-      float v = 0.0f;
-      for (int w = 0; w < kThreads / 32; ++w) v += fpart[w][threadIdx.x];
-      dots[(t * chunks + chunk) * mixes + m0 + threadIdx.x] = v;
+        for (int k = 0; k < kMixTokens; ++k) {
+          const double v = rows[k][c];
+          ss[k] += v * v;
+        }
+    }
+#pragma unroll
+    for (int k = 0; k < kMixTokens; ++k) {
+      for (int offset = 16; offset > 0; offset /= 2) ss[k] += __shfl_xor_sync(0xffffffffu, ss[k], offset);
+      if (lane == 0 && t0 + k < tokens) sumsq[(t0 + k) * chunks + chunk] = ss[k];
+    }
+  }
+  for (int64_t m0 = 0; m0 < mixes; m0 += kMixPass) {
+    float a[kMixSums];  // a[k * kMixPass + m]: token t0 + k, mix m0 + m
+#pragma unroll
+    for (int i = 0; i < kMixSums; ++i) a[i] = 0.0f;
+#pragma unroll
+    for (int j = 0; j < kMixChunk / 32; ++j) {
+      const int64_t c = c0 + 32 * j;
+      if (c >= width) continue;
+      float x[kMixTokens];
+#pragma unroll
+      for (int k = 0; k < kMixTokens; ++k) x[k] = rows[k][c];
+#pragma unroll
+      for (int m = 0; m < kMixPass; ++m) {
+        const float f = m0 + m < mixes ? __ldg(fn + (m0 + m) * width + c) : 0.0f;
+#pragma unroll
+        for (int k = 0; k < kMixTokens; ++k) a[k * kMixPass + m] = fmaf(x[k], f, a[k * kMixPass + m]);
+      }
+    }
+    butterfly_scatter<kMixSums / 2, 16>(a, lane);
+#pragma unroll
+    for (int r = 0; r < 3; ++r) {
+      const int o = 3 * lane + r, k = o / kMixPass;
+      const int64_t m = m0 + o % kMixPass;
+      if (m < mixes && t0 + k < tokens) dots[((t0 + k) * chunks + chunk) * mixes + m] = a[r];
     }
   }
 }
@@ -370,11 +416,13 @@ int64_t mhc_mix_chunks(int64_t width) { return (width + kMixChunk - 1) / kMixChu
 
 void launch_mhc_mix_partials(const float* residual, int64_t tokens, int64_t width, const float* fn, int64_t mixes,
                              double* sumsq, float* dots) {
-  static_assert(kThreads == kMixChunk, "one column per thread");
   if (tokens == 0) return;
-  const int64_t chunks = mhc_mix_chunks(width);
-  launch(mhc_mix_partials_kernel, dim3(static_cast<unsigned>(tokens), static_cast<unsigned>(chunks)), kThreads, 0, 
-      residual, width, fn, mixes, chunks, sumsq, dots);
+  const int64_t chunks = mhc_mix_chunks(width), groups = (tokens + kMixTokens - 1) / kMixTokens;
+  // Few tokens: a warp a CTA, so a batch-1 site spreads its fn reads over 64 SMs; many: 8 warps of
+  // one chunk share its fn columns in L1. Which warp takes a (token, chunk) changes no sum.
+  const int warps = groups >= 8 ? kThreads / 32 : 1;
+  launch(mhc_mix_partials_kernel, dim3(static_cast<unsigned>((groups + warps - 1) / warps), static_cast<unsigned>(chunks)),
+         32 * warps, 0, residual, tokens, width, fn, mixes, chunks, sumsq, dots);
 }
 
 namespace {

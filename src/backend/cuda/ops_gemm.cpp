@@ -354,9 +354,10 @@ void CudaBackend::moe_experts_filled(const backend::MoeWeights& w, TensorView x,
   // Room for the split activations where a tensor-core launch splits them (tiles of more than 8 rows).
   const bool shared_split = !tc_reads_x(shared_rows, x.f32()) || !tc_reads_x(shared_rows, h);
   const bool routed_split = tc_routed && (!tc_reads_x(routed_rows, x.f32()) || !tc_reads_x(routed_rows, h));
-  void* xc = (f_shared_gu >= 0 && shared_split) || routed_split ? scratch(tc_split_bytes(T, 1, D), kTcScratch)
-                                                                 : nullptr;
-  void* hc = (f_shared_down >= 0 && shared_split) || routed_split
+  const bool shared_tc_split = !shared_cublas && shared_split;
+  void* xc = (f_shared_gu >= 0 && shared_tc_split) || routed_split ? scratch(tc_split_bytes(T, 1, D), kTcScratch)
+                                                                    : nullptr;
+  void* hc = (f_shared_down >= 0 && shared_tc_split) || routed_split
                  ? scratch(std::max({tc_split_bytes(T, 1, Is), tc_split_bytes(routed, 1, I), size_t{16}}), kTcScratch + 1)
                  : nullptr;
   auto* ints_base = routed > 0 ? static_cast<int32_t*>(scratch(index_ints * sizeof(int32_t), 0)) : nullptr;
