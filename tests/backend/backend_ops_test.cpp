@@ -593,9 +593,9 @@ MhcData random_mhc(int64_t rows, int64_t cols, int64_t scales, std::mt19937_64& 
 
 TEST_P(BackendOps, MhcPreAllHcMultsAndSinkhornRounds) {
   // hc_mult 20 is above any fixed 16-entry array; 1 to 3 Sinkhorn rounds are far from converged,
-  // so a skipped or extra round shows. 37 tokens of 4 x 100: more than one column chunk, the last one
-  // cut, and tokens that do not fill the last group of a warp.
-  for (auto [T, D, n] : {std::tuple<int64_t, int64_t, int64_t>{5, 16, 4}, {5, 16, 20}, {5, 16, 2}, {37, 100, 4}}) {
+  // so a skipped or extra round shows. 37 and 150 tokens of 4 x 100 (the decode and the prefill
+  // kernels): more than one column chunk, the last one cut, tokens that do not fill a warp's group.
+  for (auto [T, D, n] : {std::tuple<int64_t, int64_t, int64_t>{5, 16, 4}, {5, 16, 20}, {5, 16, 2}, {37, 100, 4}, {150, 100, 4}, {150, 16, 20}}) {
     for (int64_t iters : {1, 2, 3, 20}) {
       MhcParams p;
       p.hc_mult = n;
@@ -690,12 +690,12 @@ TEST_P(BackendOpsInvariant, RowsDoNotDependOnTheBatch) {
           << "linear " << dtype_name(dtype) << ": row " << t << " alone differs from the batch";
     }
   }
-  {  // mHC mixing: 70 tokens take other warps and launch shapes than one (width 400: two chunks)
+  {  // mHC mixing: 150 tokens take the prefill kernel, one token the decode one (width 400: two chunks)
     MhcParams p;
     p.hc_mult = 4;
-    const int64_t n = 4, Dm = 100;
+    const int64_t n = 4, Dm = 100, Tm = 150;
     const MhcData& w = keep(random_mhc((2 + n) * n, n * Dm, 3, rng));
-    const auto residual = randoms(static_cast<size_t>(T * n * Dm));
+    const auto residual = randoms(static_cast<size_t>(Tm * n * Dm));
     const auto run = [&](int64_t t0, int64_t rows) {
       const auto d = on_device(std::vector<float>(residual.begin() + t0 * n * Dm, residual.begin() + (t0 + rows) * n * Dm));
       auto input = nan_output(static_cast<size_t>(rows * Dm)), post = nan_output(static_cast<size_t>(rows * n)),
@@ -706,12 +706,12 @@ TEST_P(BackendOpsInvariant, RowsDoNotDependOnTheBatch) {
       for (const auto& part : {post.download(), comb.download()}) out.insert(out.end(), part.begin(), part.end());
       return out;
     };
-    const auto all = run(0, T);
-    for (int64_t t : {0, 33, 69}) {
+    const auto all = run(0, Tm);
+    for (int64_t t : {0, 33, 149}) {
       const auto alone = run(t, 1);
       std::vector<float> want(all.begin() + t * Dm, all.begin() + (t + 1) * Dm);
-      want.insert(want.end(), all.begin() + T * Dm + t * n, all.begin() + T * Dm + (t + 1) * n);
-      want.insert(want.end(), all.begin() + T * (Dm + n) + t * n * n, all.begin() + T * (Dm + n) + (t + 1) * n * n);
+      want.insert(want.end(), all.begin() + Tm * Dm + t * n, all.begin() + Tm * Dm + (t + 1) * n);
+      want.insert(want.end(), all.begin() + Tm * (Dm + n) + t * n * n, all.begin() + Tm * (Dm + n) + (t + 1) * n * n);
       EXPECT_TRUE(alone == want) << "mhc_pre: token " << t << " alone differs from the batch";
     }
   }

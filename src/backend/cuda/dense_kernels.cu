@@ -115,15 +115,16 @@ __global__ void mhc_post_kernel(const float* old, const float* out, const float*
 // sum of squares (double) and its dot with every fn row; the finish kernel adds the chunks in order
 // and scales by the RMS factor (the reference's linear(x, fn) * rsqrt).
 //
-// A warp takes kMixTokens tokens of one chunk. Lane l sums the chunk's columns l, l + 32, ... (8 of
-// them) serially for every (token, mix) of a pass of kMixPass mixes, then the lanes' sums are added by
-// an xor butterfly that also scatters them (lane l ends with sums 3l .. 3l + 2): 93 shuffles for 96
-// sums, where one butterfly per sum took 480. The order of every sum depends on the width alone.
+// A warp takes kMixTokens tokens of one chunk and P of the mixes at a time. Lane l sums the chunk's
+// columns l, l + 32, ... (8 of them) serially for each (token, mix), then the lanes' sums are added by
+// the xor tree over lane bits 16, 8, 4, 2, 1. Many tokens (P = 24, V4's (2 + hc_mult) * hc_mult): one
+// butterfly that also scatters the 96 sums (lane l ends with sums 3l .. 3l + 2; 93 shuffles, where a
+// tree per sum takes 480). Few tokens (P = 3): the 8 warps of a CTA take 3 mixes each of the same
+// tokens, so a decode step's site has 8x the parallelism. Either way every sum is the same tree over
+// the same lane sums (float addition commutes), so a token's bits depend on the width alone.
 constexpr int kMixChunk = 256;
 constexpr int kMixTokens = 4;
-constexpr int kMixPass = 24;  // V4's (2 + hc_mult) * hc_mult: one pass
-constexpr int kMixSums = kMixTokens * kMixPass;
-static_assert(kMixSums == 3 * 32, "the butterfly leaves three sums a lane");
+constexpr int kMixWarps = kThreads / 32;
 
 // One step of the scattering butterfly: lanes l and l ^ Offset hold the same 2 * Half sums; each
 // adds its partner's share of the half it keeps (the upper one where its Offset bit is set).
@@ -138,60 +139,105 @@ __device__ __forceinline__ void butterfly_scatter(float* a, int lane) {
   if constexpr (Offset > 1) butterfly_scatter<Half / 2, Offset / 2>(a, lane);
 }
 
+// P: mixes a warp sums at a time. Many tokens (kMixWarps groups of tokens a CTA, one slice): each
+// warp its own tokens, every mix. Few tokens (one group a CTA, kMixWarps slices): warp w takes mixes
+// w P .. w P + P - 1, then (w + kMixWarps) P ...
+template <int P, bool kFew>
 __global__ void __launch_bounds__(kThreads) mhc_mix_partials_kernel(const float* residual, int64_t tokens, int64_t width,
                                                                     const float* fn, int64_t mixes, int64_t chunks,
                                                                     double* sumsq, float* dots) {
+  constexpr int kSums = kMixTokens * P;
+  static_assert(kFew || kSums == 3 * 32, "the scattering butterfly leaves three sums a lane");
   wait_for_previous_kernel();
-  const int lane = static_cast<int>(threadIdx.x) & 31;
-  const int64_t group = static_cast<int64_t>(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
+  const int lane = static_cast<int>(threadIdx.x) & 31, warp = static_cast<int>(threadIdx.x) / 32;
+  const int64_t group = kFew ? blockIdx.x : static_cast<int64_t>(blockIdx.x) * kMixWarps + warp;
+  const int slice = kFew ? warp : 0, slices = kFew ? kMixWarps : 1;
   const int64_t t0 = group * kMixTokens, chunk = blockIdx.y;  // chunks in y: at most 65535
   if (t0 >= tokens) return;
-  const int64_t c0 = chunk * kMixChunk + lane;
+  constexpr int J = kMixChunk / 32;  // columns a lane sums
+  // A column past the width reads the last one and counts as zero (loads are predicated, not
+  // branched around). Few tokens: every x and fn value is loaded before any sum needs it, and a decode step's site waits
+  // out one memory latency, not one per column; many tokens: x is read where it is used (registers).
+  int col[J];
+  bool in[J];
+#pragma unroll
+  for (int j = 0; j < J; ++j) {
+    const int64_t c = chunk * kMixChunk + lane + 32 * j;
+    in[j] = c < width;
+    col[j] = static_cast<int>(in[j] ? c : width - 1);
+  }
   const float* rows[kMixTokens];
 #pragma unroll
   for (int k = 0; k < kMixTokens; ++k) rows[k] = residual + (t0 + k < tokens ? t0 + k : t0) * width;
-  {
+  float xs[kFew ? J : 1][kMixTokens];
+  if constexpr (kFew) {
+#pragma unroll
+    for (int k = 0; k < kMixTokens; ++k)
+#pragma unroll
+      for (int j = 0; j < J; ++j) xs[j][k] = rows[k][col[j]];
+  }
+  const auto x_at = [&](int j, int k) {
+    float v;
+    if constexpr (kFew) v = xs[j][k];
+    else v = rows[k][col[j]];
+    return in[j] ? v : 0.0f;
+  };
+  if (slice == 0) {
     double ss[kMixTokens] = {};
 #pragma unroll
-    for (int j = 0; j < kMixChunk / 32; ++j) {
-      const int64_t c = c0 + 32 * j;
-      if (c < width)
+    for (int j = 0; j < J; ++j)
 #pragma unroll
-        for (int k = 0; k < kMixTokens; ++k) {
-          const double v = rows[k][c];
-          ss[k] += v * v;
-        }
-    }
+      for (int k = 0; k < kMixTokens; ++k) {
+        const double v = x_at(j, k);
+        ss[k] += v * v;
+      }
 #pragma unroll
     for (int k = 0; k < kMixTokens; ++k) {
       for (int offset = 16; offset > 0; offset /= 2) ss[k] += __shfl_xor_sync(0xffffffffu, ss[k], offset);
       if (lane == 0 && t0 + k < tokens) sumsq[(t0 + k) * chunks + chunk] = ss[k];
     }
   }
-  for (int64_t m0 = 0; m0 < mixes; m0 += kMixPass) {
-    float a[kMixSums];  // a[k * kMixPass + m]: token t0 + k, mix m0 + m
+  for (int64_t m0 = static_cast<int64_t>(slice) * P; m0 < mixes; m0 += static_cast<int64_t>(slices) * P) {
+    float a[kSums];  // a[k * P + m]: token t0 + k, mix m0 + m
 #pragma unroll
-    for (int i = 0; i < kMixSums; ++i) a[i] = 0.0f;
+    for (int i = 0; i < kSums; ++i) a[i] = 0.0f;
 #pragma unroll
-    for (int j = 0; j < kMixChunk / 32; ++j) {
-      const int64_t c = c0 + 32 * j;
-      if (c >= width) continue;
-      float x[kMixTokens];
+    for (int j = 0; j < J; ++j) {
+      // Many tokens: the branch keeps the compiler from hoisting all of the 8 x 28 loads at once,
+      // which spills (8 warps an SM hide the latency instead).
+      if constexpr (!kFew)
+        if (!in[j]) continue;
+      float x[kMixTokens], f[P];
 #pragma unroll
-      for (int k = 0; k < kMixTokens; ++k) x[k] = rows[k][c];
+      for (int k = 0; k < kMixTokens; ++k) x[k] = x_at(j, k);
 #pragma unroll
-      for (int m = 0; m < kMixPass; ++m) {
-        const float f = m0 + m < mixes ? __ldg(fn + (m0 + m) * width + c) : 0.0f;
+      for (int m = 0; m < P; ++m) f[m] = in[j] && m0 + m < mixes ? __ldg(fn + (m0 + m) * width + col[j]) : 0.0f;
 #pragma unroll
-        for (int k = 0; k < kMixTokens; ++k) a[k * kMixPass + m] = fmaf(x[k], f, a[k * kMixPass + m]);
-      }
+      for (int m = 0; m < P; ++m)
+#pragma unroll
+        for (int k = 0; k < kMixTokens; ++k) a[k * P + m] = fmaf(x[k], f[m], a[k * P + m]);
     }
-    butterfly_scatter<kMixSums / 2, 16>(a, lane);
+    if constexpr (kFew) {
 #pragma unroll
-    for (int r = 0; r < 3; ++r) {
-      const int o = 3 * lane + r, k = o / kMixPass;
-      const int64_t m = m0 + o % kMixPass;
-      if (m < mixes && t0 + k < tokens) dots[((t0 + k) * chunks + chunk) * mixes + m] = a[r];
+      for (int i = 0; i < kSums; ++i)
+#pragma unroll
+        for (int offset = 16; offset > 0; offset /= 2) a[i] += __shfl_xor_sync(0xffffffffu, a[i], offset);
+      if (lane < kSums) {  // lane i writes sum i (a register index must be static: select it)
+        float v = a[0];
+#pragma unroll
+        for (int i = 1; i < kSums; ++i) v = lane == i ? a[i] : v;
+        const int k = lane / P;
+        const int64_t m = m0 + lane % P;
+        if (m < mixes && t0 + k < tokens) dots[((t0 + k) * chunks + chunk) * mixes + m] = v;
+      }
+    } else {
+      butterfly_scatter<kSums / 2, 16>(a, lane);
+#pragma unroll
+      for (int r = 0; r < 3; ++r) {
+        const int o = 3 * lane + r, k = o / P;
+        const int64_t m = m0 + o % P;
+        if (m < mixes && t0 + k < tokens) dots[((t0 + k) * chunks + chunk) * mixes + m] = a[r];
+      }
     }
   }
 }
@@ -418,11 +464,15 @@ void launch_mhc_mix_partials(const float* residual, int64_t tokens, int64_t widt
                              double* sumsq, float* dots) {
   if (tokens == 0) return;
   const int64_t chunks = mhc_mix_chunks(width), groups = (tokens + kMixTokens - 1) / kMixTokens;
-  // Few tokens: a warp a CTA, so a batch-1 site spreads its fn reads over 64 SMs; many: 8 warps of
-  // one chunk share its fn columns in L1. Which warp takes a (token, chunk) changes no sum.
-  const int warps = groups >= 8 ? kThreads / 32 : 1;
-  launch(mhc_mix_partials_kernel, dim3(static_cast<unsigned>((groups + warps - 1) / warps), static_cast<unsigned>(chunks)),
-         32 * warps, 0, residual, tokens, width, fn, mixes, chunks, sumsq, dots);
+  // Up to 128 tokens (decode steps) the warps of a CTA split the mixes of a token group; prefill's
+  // warps each take a group and every mix (8 groups of one chunk share its fn columns in L1).
+  if (tokens <= 128)
+    launch(mhc_mix_partials_kernel<3, true>, dim3(static_cast<unsigned>(groups), static_cast<unsigned>(chunks)), kThreads,
+           0, residual, tokens, width, fn, mixes, chunks, sumsq, dots);
+  else
+    launch(mhc_mix_partials_kernel<24, false>,
+           dim3(static_cast<unsigned>((groups + kMixWarps - 1) / kMixWarps), static_cast<unsigned>(chunks)), kThreads, 0,
+           residual, tokens, width, fn, mixes, chunks, sumsq, dots);
 }
 
 namespace {
