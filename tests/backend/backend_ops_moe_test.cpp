@@ -350,6 +350,40 @@ TEST_P(BackendOps, MoeExpertsEqualsItsParts) {
     }
 }
 
+// moe_combine alone: repeated expert ids (ties by k), dropped entries (row -1: another rank's expert),
+// a token with none, and widths of a multiple of 4 columns and not.
+TEST_P(BackendOps, MoeCombineAddsRowsInExpertOrder) {
+  const int64_t T = 7, K = 5, R = T * K;
+  for (int64_t D : {64, 10}) {
+    std::vector<int32_t> chosen(static_cast<size_t>(T * K)), row_of(static_cast<size_t>(T * K));
+    for (size_t i = 0; i < chosen.size(); ++i) {
+      chosen[i] = static_cast<int32_t>(uniform_int(0, 3));  // 4 ids among 5 picks: ties
+      row_of[i] = uniform_int(0, 3) == 0 ? -1 : static_cast<int32_t>(uniform_int(0, R - 1));
+    }
+    for (int64_t k = 0; k < K; ++k) row_of[static_cast<size_t>(2 * K + k)] = -1;  // token 2: nothing routed here
+    const auto rows = randoms(static_cast<size_t>(R * D)), weights = randoms(static_cast<size_t>(T * K)),
+               base = randoms(static_cast<size_t>(T * D));
+    std::vector<double> want(base.begin(), base.end());
+    for (int64_t t = 0; t < T; ++t) {
+      std::vector<int64_t> ks(static_cast<size_t>(K));
+      std::iota(ks.begin(), ks.end(), int64_t{0});
+      std::stable_sort(ks.begin(), ks.end(), [&](int64_t a, int64_t b) { return chosen[t * K + a] < chosen[t * K + b]; });
+      for (int64_t k : ks) {
+        const int32_t r = row_of[static_cast<size_t>(t * K + k)];
+        if (r < 0) continue;
+        for (int64_t d = 0; d < D; ++d)
+          want[static_cast<size_t>(t * D + d)] += static_cast<double>(weights[t * K + k]) * rows[r * D + d];
+      }
+    }
+    const auto d_rows = on_device(rows), d_weights = on_device(weights);
+    const auto d_chosen = on_device(chosen), d_row_of = on_device(row_of);
+    auto out = on_device(base);
+    be->moe_combine(d_rows.view({R, D}), d_row_of.view({T, K}), d_chosen.view({T, K}), d_weights.view({T, K}),
+                    out.view({T, D}));
+    EXPECT_CLOSE(out.download(), want, "moe_combine D=" + std::to_string(D));
+  }
+}
+
 // Experts with many rows each (T = 300 tokens over 8 experts, top 2: ~75 rows per expert, tiles of
 // 64 rows on the CUDA tensor cores) and wider matrices; each token alone must give the same bits.
 TEST_P(BackendOps, MoeExpertsManyRowsPerExpert) {

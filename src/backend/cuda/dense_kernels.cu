@@ -146,9 +146,9 @@ template <int P, bool kFew>
 __global__ void __launch_bounds__(kThreads) mhc_mix_partials_kernel(const float* residual, int64_t tokens, int64_t width,
                                                                     const float* fn, int64_t mixes, int64_t chunks,
                                                                     double* sumsq, float* dots) {
+  wait_for_previous_kernel();
   constexpr int kSums = kMixTokens * P;
   static_assert(kFew || kSums == 3 * 32, "the scattering butterfly leaves three sums a lane");
-  wait_for_previous_kernel();
   const int lane = static_cast<int>(threadIdx.x) & 31, warp = static_cast<int>(threadIdx.x) / 32;
   const int64_t group = kFew ? blockIdx.x : static_cast<int64_t>(blockIdx.x) * kMixWarps + warp;
   const int slice = kFew ? warp : 0, slices = kFew ? kMixWarps : 1;

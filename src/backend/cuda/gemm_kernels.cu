@@ -301,36 +301,58 @@ __global__ void moe_assign_kernel(const int32_t* experts, const int32_t* pos, co
   row_token[row] = static_cast<int32_t>(i / K);
 }
 
-// Block (t, c): token t, outputs c * blockDim + thread. Experts added in ascending id (ties: ascending k).
+// Block (t, c): token t, outputs (c * blockDim + thread) * V .. + V - 1. Experts added in ascending id
+// (ties: ascending k). The order is found once per block, before any row is read (lane k of warp 0
+// counts the entries before its own), so a thread's K row loads are in flight together.
+// Shared memory: K row indices, then K weights.
+template <int V>
 __global__ void moe_combine_kernel(float* out, const float* ye, const int32_t* experts, const float* weights,
                                    const int32_t* row_of, int64_t K, int64_t D) {
   wait_for_previous_kernel();
+  extern __shared__ int32_t combine_smem[];
+  int32_t* order_rows = combine_smem;
+  float* order_weights = reinterpret_cast<float*>(combine_smem + K);
+  __shared__ int32_t count;
   const int64_t t = blockIdx.x;
   const int32_t* ex = experts + t * K;
   const int32_t* rows = row_of + t * K;
-  const int64_t d = static_cast<int64_t>(blockIdx.y) * blockDim.x + threadIdx.x;
-  if (d >= D) return;
-  float v = out[t * D + d];
-  int32_t prev_e = -1;
-  int64_t prev_k = -1;
-  for (int64_t n = 0; n < K; ++n) {
-    int32_t best_e = 0;
-    int64_t best_k = -1;
-    for (int64_t k = 0; k < K; ++k) {
-      if (rows[k] < 0) continue;
-      const int32_t e = ex[k];
-      const bool after = e > prev_e || (e == prev_e && k > prev_k);
-      if (after && (best_k < 0 || e < best_e)) {  // k ascending: the first of equal ids wins
-        best_e = e;
-        best_k = k;
+  if (threadIdx.x < 32) {
+    int32_t valid_count = 0;
+    for (int64_t k0 = 0; k0 < K; k0 += 32) {
+      const int64_t k = k0 + threadIdx.x;
+      const bool valid = k < K && rows[k] >= 0;
+      if (valid) {
+        const int32_t e = ex[k];
+        int32_t rank = 0;
+        for (int64_t j = 0; j < K; ++j) rank += rows[j] >= 0 && (ex[j] < e || (ex[j] == e && j < k));
+        order_rows[rank] = rows[k];
+        order_weights[rank] = weights[t * K + k];
       }
+      valid_count += __popc(__ballot_sync(0xffffffffu, valid));
     }
-    if (best_k < 0) break;
-    v += weights[t * K + best_k] * ye[static_cast<int64_t>(rows[best_k]) * D + d];
-    prev_e = best_e;
-    prev_k = best_k;
+    if (threadIdx.x == 0) count = valid_count;
   }
-  out[t * D + d] = v;
+  __syncthreads();
+  const int64_t d = (static_cast<int64_t>(blockIdx.y) * blockDim.x + threadIdx.x) * V;
+  if (d >= D) return;
+  if constexpr (V == 4) {
+    float4 v = *reinterpret_cast<const float4*>(out + t * D + d);
+#pragma unroll 8
+    for (int32_t n = 0; n < count; ++n) {
+      const float w = order_weights[n];
+      const float4 y = *reinterpret_cast<const float4*>(ye + static_cast<int64_t>(order_rows[n]) * D + d);
+      v.x += w * y.x;
+      v.y += w * y.y;
+      v.z += w * y.z;
+      v.w += w * y.w;
+    }
+    *reinterpret_cast<float4*>(out + t * D + d) = v;
+  } else {
+    float v = out[t * D + d];
+#pragma unroll 8
+    for (int32_t n = 0; n < count; ++n) v += order_weights[n] * ye[static_cast<int64_t>(order_rows[n]) * D + d];
+    out[t * D + d] = v;
+  }
 }
 
 __global__ void fill_kernel(float* dst, int64_t n, float value) {
@@ -521,9 +543,16 @@ void launch_moe_down(int fmt, const DevMatrix* w2s, const MoeTile* tiles, const 
 void launch_moe_combine(float* out, const float* ye, const int32_t* experts, const float* weights,
                         const int32_t* row_of, int64_t tokens, int64_t top_k, int64_t D) {
   if (tokens <= 0 || top_k <= 0 || D <= 0) return;
-  const int threads = D >= 256 ? 256 : 64;
-  const dim3 grid(static_cast<unsigned>(tokens), static_cast<unsigned>((D + threads - 1) / threads));
-  launch(moe_combine_kernel, grid, threads, 0, out, ye, experts, weights, row_of, top_k, D);
+  const bool vec = D % 4 == 0 && reinterpret_cast<uintptr_t>(out) % 16 == 0 && reinterpret_cast<uintptr_t>(ye) % 16 == 0;
+  const int64_t per_block = D / (vec ? 4 : 1) >= 256 ? 256 : 64;
+  const int threads = static_cast<int>(per_block);
+  const int64_t items = vec ? D / 4 : D;
+  const dim3 grid(static_cast<unsigned>(tokens), static_cast<unsigned>((items + threads - 1) / threads));
+  const size_t smem = static_cast<size_t>(top_k) * (sizeof(int32_t) + sizeof(float));
+  if (vec)
+    launch(moe_combine_kernel<4>, grid, threads, smem, out, ye, experts, weights, row_of, top_k, D);
+  else
+    launch(moe_combine_kernel<1>, grid, threads, smem, out, ye, experts, weights, row_of, top_k, D);
 }
 
 void launch_swiglu_rows(const float* gu, int64_t rows, int64_t I, float limit, float* h) {
