@@ -97,7 +97,7 @@ size_t ThreadPool::inline_runs() const { return inline_runs_.load(); }
 
 void ThreadPool::record_error(std::exception_ptr error) {
   // Called with mutex_ held.
-  if (error && !job_error_) job_error_ = error;
+  if (error && !job_error_) job_error_ = std::move(error);
 }
 
 void ThreadPool::parallel_for(size_t n, const std::function<void(size_t, size_t)>& fn, size_t min_chunk) {
@@ -161,10 +161,13 @@ void ThreadPool::worker_loop(size_t index) {
       chunks = job_chunks_;
     }
     if (fn == nullptr || index >= chunks) continue;  // fewer chunks than workers this time
-    auto error = run_chunk(*fn, n, chunks, index);
-    if (error) {
+    if (auto error = run_chunk(*fn, n, chunks, index)) {
+      // Hand over this thread's reference before the chunk counts as done: the caller may rethrow
+      // and free the exception as soon as pending_ reaches 0 (TSan saw that free race the
+      // worker's late release).
       std::lock_guard lock(mutex_);
-      record_error(error);
+      record_error(std::move(error));
+      error = nullptr;
     }
     if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
       std::lock_guard lock(mutex_);  // pairs with the caller's predicate check under mutex_
