@@ -675,7 +675,15 @@ TEST_P(BackendOpsInvariant, RowsDoNotDependOnTheBatch) {
   for (auto [rows, cols] : {std::pair<int64_t, int64_t>{96, 128}, std::pair<int64_t, int64_t>{40, 1056}})
   for (DType dtype : {DType::F32, DType::BF16, DType::F8_E4M3, DType::F4_E2M1}) {
     const Scales sc = dtype == DType::F4_E2M1 || dtype == DType::F8_E4M3 ? Scales::E8M0Blocks : Scales::None;
-    const StoredWeight& w = keep(make_weight(rng, dtype, rows, cols, sc, dtype == DType::F8_E4M3 ? 128 : 32));
+    StoredWeight sw = make_weight(rng, dtype, rows, cols, sc, dtype == DType::F8_E4M3 ? 128 : 32);
+    if (dtype == DType::F4_E2M1) {
+      // FP4 scales in each range the CUDA tile decodes another way (1-2 rows by f16 pairs times
+      // s * 2^14, more rows by float bits times s * 2^126, huge scales exactly): 2^-127 (E8M0's
+      // subnormal), 2^3 and 2^60 (past 2^126's headroom), 2^115 (past 2^14's). Same bits required.
+      const uint8_t codes[] = {0, 127 + 3, 127 + 60, 127 + 115};
+      for (size_t i = 0; i < std::size(codes); ++i) sw.scale[(5 * i + 1) % sw.scale.size()] = std::byte{codes[i]};
+    }
+    const StoredWeight& w = keep(std::move(sw));
     const auto x = randoms(static_cast<size_t>(T * cols));
     const auto dx = on_device(x);
     auto d_all = nan_output(static_cast<size_t>(T * rows));

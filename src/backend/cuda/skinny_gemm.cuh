@@ -15,6 +15,7 @@
 #include <cstdint>
 
 #include "backend/cuda/device_math.cuh"
+#include "backend/cuda/fp4_bits.h"
 
 namespace deepinfer::cuda::skinny {
 
@@ -55,7 +56,8 @@ __device__ __forceinline__ uint32_t shift_by(uint32_t v, int n) { return n >= 0 
 // Elements 4q .. 4q+3 of a lane chunk, scaled. FP8 goes through the hardware e4m3x2 -> f16x2
 // conversion (exact: every e4m3 value, NaN included, is an f16) and is multiplied by its block scale
 // as the reference does. FP4, kExact: the reference decoding (for scales whose product with 2^126
-// overflows); else the bit trick, the same values.
+// overflows); else the bit trick, the same values (tc_gemm's operand pass; the skinny tile's FP4
+// chunks take chunk_fma_f4 unless their scale is huge).
 template <int F, bool kExact>
 __device__ __forceinline__ void decode4(const uint4& raw, int q, float s, float S, float* out) {
   if constexpr (F == kF32) {
@@ -140,6 +142,51 @@ __device__ __forceinline__ void quad_fma(const uint4* raw, const float* s, const
       acc[r][m] = fmaf(xv.w, w[r][3], acc[r][m]);
     }
   }
+}
+
+// FP4, the fast decoding (no huge scale): word q of the lane chunk (elements 8q .. 8q + 7, the
+// quads 2q and 2q + 1). Elements i and i + 4 become one f16x2 of value * 2^-14 in four integer
+// operations (fp4_bits.h), each is widened exactly and multiplied by S = s * 2^14: the element's
+// value times its scale, exactly as decode4 gives it (value * 2^-126 times s * 2^126), and the
+// fmaf chains run over the same elements in the same order as quad_fma's. So the same bits, for
+// about one instruction an element less (the FP4 stream is issue-bound: docs/perf.md, session 7).
+template <int RM>
+__device__ __forceinline__ void word_fma_f4(const uint4* raw, const float* S, const float* const* xr, int64_t xk,
+                                            bool x_vec, int q, float (&acc)[kRW][RM]) {
+  uint32_t pair[kRW][4];
+#pragma unroll
+  for (int r = 0; r < kRW; ++r) {
+    const uint32_t v = word_of(raw[r], q);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) pair[r][i] = f4_pair_f16x2(v, i);
+  }
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    float4 xv[RM];
+#pragma unroll
+    for (int m = 0; m < RM; ++m) xv[m] = load_x4(xr[m] + xk + 4 * half, x_vec);
+#pragma unroll
+    for (int r = 0; r < kRW; ++r)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const float w = __half2float(__ushort_as_half(static_cast<unsigned short>(pair[r][i] >> (16 * half)))) * S[r];
+#pragma unroll
+        for (int m = 0; m < RM; ++m) {
+          const float x = i == 0 ? xv[m].x : i == 1 ? xv[m].y : i == 2 ? xv[m].z : xv[m].w;
+          acc[r][m] = fmaf(x, w, acc[r][m]);
+        }
+      }
+  }
+}
+
+// The FP4 lane chunk by words (word_fma_f4), for one or two rows (more rows take quad_fma, whose
+// decoding is shared by the rows: the same bits).
+template <int RM>
+__device__ __forceinline__ void chunk_fma_f4(const uint4* raw, const float* S, const float* const* xr, int64_t k0,
+                                             bool x_vec, float (&acc)[kRW][RM]) {
+  static_assert(RM <= 2, "the FP4 word path is for one or two rows");
+#pragma unroll
+  for (int q = 0; q < 4; ++q) word_fma_f4<RM>(raw, S, xr, k0 + 8 * q, x_vec, q, acc);
 }
 
 // acc[r][m] += the lane chunk at k0 of weight rows wrow[r] times x rows xr[m] (vector formats).
@@ -289,10 +336,24 @@ __device__ __forceinline__ void slab_fma(const MatOf& mat, const uint4* raw, con
   bool exact = false;
 #pragma unroll
   for (int r = 0; r < kRW; ++r) exact |= chunk_scale<F>(mat(r), srow[r], k0, bshift[r], s[r], S[r]);
-  if (!exact)
-    chunk_fma<F, RM, false>(raw, s, S, xr, k0, x_vec, acc);
-  else
-    chunk_fma<F, RM, true>(raw, s, S, xr, k0, x_vec, acc);
+  if constexpr (F == kF4 && RM <= 2) {
+    float S14[kRW];  // s * 2^14 (word_fma_f4); infinite only for scales of 2^114 and up
+    bool huge = false;
+#pragma unroll
+    for (int r = 0; r < kRW; ++r) {
+      S14[r] = s[r] * 0x1p14f;
+      huge |= fabsf(S14[r]) == INFINITY;
+    }
+    if (!huge)
+      chunk_fma_f4<RM>(raw, S14, xr, k0, x_vec, acc);
+    else
+      chunk_fma<F, RM, true>(raw, s, S, xr, k0, x_vec, acc);
+  } else {
+    if (!exact)
+      chunk_fma<F, RM, false>(raw, s, S, xr, k0, x_vec, acc);
+    else
+      chunk_fma<F, RM, true>(raw, s, S, xr, k0, x_vec, acc);
+  }
 }
 
 // The CTA's tile for a row chunk of RM rows or fewer.

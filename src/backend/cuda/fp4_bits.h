@@ -1,0 +1,27 @@
+#pragma once
+// FP4 (e2m1) codes widened by bit placement, shared by the CUDA kernels and a host test that checks
+// every code (tests/backend/fp4_bits_test.cpp). No CUDA headers: plain integer arithmetic.
+//
+// An f16 with the code's bits eem at bits 9-11 (exponent bits 10-11, top mantissa bit 9) and its
+// sign at bit 15 is the e2m1 value times 2^-14, exactly, for all 16 codes: exponent e > 0 gives
+// 2^(e - 15) (1 + m / 2) = 2^-14 * 2^(e - 1) (1 + m / 2), and e = 0 gives f16's subnormal
+// 2^-14 * m / 2 = 2^-14 * (m * 0.5). So two codes become an f16x2 in four integer operations.
+#include <cstdint>
+
+#ifdef __CUDACC__
+#define DEEPINFER_FP4_HD __host__ __device__ __forceinline__
+#else
+#define DEEPINFER_FP4_HD inline
+#endif
+
+namespace deepinfer::cuda {
+
+DEEPINFER_FP4_HD uint32_t shift_bits(uint32_t v, int n) { return n >= 0 ? v << n : v >> -n; }
+
+// Codes i and i + 4 (i in 0..3) of word v (code n in bits 4n .. 4n + 3, as the weights store them)
+// as an f16x2 of value * 2^-14: code i in the low half, code i + 4 in the high half.
+DEEPINFER_FP4_HD uint32_t f4_pair_f16x2(uint32_t v, int i) {
+  return (shift_bits(v, 9 - 4 * i) & 0x0E000E00u) | (shift_bits(v, 12 - 4 * i) & 0x80008000u);
+}
+
+}  // namespace deepinfer::cuda
