@@ -250,6 +250,40 @@ TEST_P(BackendOps, MoeExpertsSwigluWithClampsAndSharedExpert) {
   }
 }
 
+// Routed FP4 experts of decode-sized calls whose widths are whole 128-column steps (D = 256,
+// I = 384: CUDA's tensor-core FP4 GEMV fits them; tools/gpu/test.sh runs this with
+// DEEPINFER_MOE_GEMV=1): one token; two tokens with a repeated expert (a 2-row tile); 6 tokens all
+// on expert 0 (3 tiles of 2 rows) and 11 tokens (tiles of 1 and 2 rows); clamps active and not.
+TEST_P(BackendOps, MoeExpertsFp4DecodeTiles) {
+  const int64_t D = 256, I = 384, E = 6, K = 2;
+  auto& experts = keep(std::vector<ExpertWeights>{});
+  for (int64_t e = 0; e < E; ++e) experts.push_back(make_expert(rng, DType::F4_E2M1, I, D));
+  const ExpertWeights& shared = keep(make_expert(rng, DType::F8_E4M3, I, D, 128));
+  std::vector<backend::SwigluExpert> views;
+  for (const auto& e : experts) views.push_back(e.view());
+  for (int64_t T : {1, 2, 6, 11})
+    for (float limit : {0.05f, 10.0f}) {
+      backend::MoeWeights mw{views, shared.view(), limit};
+      auto x = randoms(static_cast<size_t>(T * D));
+      std::vector<int32_t> chosen(static_cast<size_t>(T * K));
+      for (int64_t t = 0; t < T; ++t) {
+        chosen[t * K] = static_cast<int32_t>(uniform_int(0, E - 1));
+        do chosen[t * K + 1] = static_cast<int32_t>(uniform_int(0, E - 1)); while (chosen[t * K + 1] == chosen[t * K]);
+      }
+      if (T == 2) chosen[3] = chosen[2];
+      if (T == 6)
+        for (int64_t t = 0; t < T; ++t) chosen[t * K] = 0, chosen[t * K + 1] = static_cast<int32_t>(1 + t % 5);
+      const auto weights = randoms(static_cast<size_t>(T * K));
+      const auto dx = on_device(x);
+      const auto d_chosen = on_device(chosen);
+      const auto d_weights = on_device(weights);
+      auto out = nan_output(static_cast<size_t>(T * D));
+      be->moe_experts(mw, dx.view({T, D}), d_chosen.view({T, K}), d_weights.view({T, K}), out.view({T, D}));
+      EXPECT_CLOSE(out.download(), ref_moe(shared, experts, x, chosen, weights, 0, T, D, K, limit),
+                   "moe_experts FP4 T=" + std::to_string(T) + " limit " + std::to_string(limit));
+    }
+}
+
 // Decode-sized calls (1-2 tokens) whose gate / up GEMM has more jobs than the CUDA device holds
 // at once (3 experts x 128 column tiles of 16 outputs, 2,048 intermediate rows): the streaming
 // kernel walks several jobs per CTA. D and I are whole 1024-column FP4 slabs, as in V4-Flash.

@@ -34,6 +34,8 @@
 #include "backend/cuda/device_math.cuh"
 #include "backend/cuda/gemm_kernels.h"
 #include "backend/cuda/launch.cuh"
+#include "backend/cuda/launch_control.h"
+#include "backend/cuda/mma_async.cuh"
 #include "backend/cuda/skinny_gemm.cuh"  // scale_at / scale_row / block_shift / word_of: the FP8 scale lookup
 
 namespace deepinfer::cuda {
@@ -86,31 +88,12 @@ __device__ __forceinline__ uint32_t e4m3x2_to_f16x2(uint32_t v) {
   return static_cast<uint32_t>(h.x) | (static_cast<uint32_t>(h.y) << 16);
 }
 
-__device__ __forceinline__ void mma_f16(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
-                                        uint32_t b1) {
-  asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-}
-
-// 16 bytes from global to shared memory, asynchronously (zeros where !valid: src is not read).
-__device__ __forceinline__ void copy16_async(void* dst, const void* src, bool valid) {
-  const auto d = static_cast<uint32_t>(__cvta_generic_to_shared(dst));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src), "r"(valid ? 16 : 0));
-}
-// 4 bytes, the same way (src 4-byte aligned).
-__device__ __forceinline__ void copy4_async(void* dst, const void* src) {
-  const auto d = static_cast<uint32_t>(__cvta_generic_to_shared(dst));
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(d), "l"(src));
-}
-__device__ __forceinline__ void copies_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-// Until at most n of this thread's copy groups are pending.
-template <int n>
-__device__ __forceinline__ void copies_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(n)); }
-
-__device__ __forceinline__ uint32_t pack_f16(__half lo, __half hi) {
-  return static_cast<uint32_t>(__half_as_ushort(lo)) | (static_cast<uint32_t>(__half_as_ushort(hi)) << 16);
-}
+using mma::copies_commit;
+using mma::copies_wait;
+using mma::copy16_async;
+using mma::copy4_async;
+using mma::mma_f16;
+using mma::pack_f16;
 
 // x of group `group` into the planes: warp w takes 128-column blocks w, w + 8, ...; lane l its
 // columns 4 l .. 4 l + 3. The block's largest magnitude m gives e with m 2^-e in [2^14, 2^15)
@@ -305,20 +288,7 @@ __global__ void __launch_bounds__(kThreads, 2) decode_gemv_fp8_kernel(Args a) {
     const int th = static_cast<int>(threadIdx.x);
     if (th < tiles * kOuts * TOK) {
       const int tl = th / (kOuts * TOK), r = (th / TOK) % kOuts, tok = th % TOK;
-      // Row rr of tile tl for token tok: the ks partials, then (hi + mid) + lo.
-      auto row_sum = [&](int rr) {
-        float v[3] = {0.f, 0.f, 0.f};
-#pragma unroll
-        for (int p = 0; p < 3; ++p) {
-          const int col = 3 * tok + p, src = (rr & 7) * 4 + col / 2, i = (rr >= 8 ? 2 : 0) + (col & 1);
-          for (int q = 0; q < ks; ++q) {
-            const float4 f = red[tl * ks + q][src];
-            const float e = i == 0 ? f.x : i == 1 ? f.y : i == 2 ? f.z : f.w;
-            v[p] = q == 0 ? e : v[p] + e;
-          }
-        }
-        return (v[0] + v[1]) + v[2];
-      };
+      auto row_sum = [&](int rr) { return mma::tile_row_sum(red, tl, ks, rr, tok); };
       float out = row_sum(r);
       if constexpr (kSwiglu) out = skinny::swiglu_clamped(out, row_sum(r + 8), a.limit);
       const int64_t grp = b / a.jobs_per_group;
@@ -345,16 +315,6 @@ __global__ void __launch_bounds__(kThreads, 2) decode_gemv_fp8_kernel(Args a) {
   }
 }
 
-size_t smem_per_sm() {
-  static const size_t n = [] {
-    int dev = 0, bytes = 0;
-    cudaGetDevice(&dev);
-    cudaDeviceGetAttribute(&bytes, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev);
-    return static_cast<size_t>(bytes);
-  }();
-  return n;
-}
-
 // A launch's shape: the split, jobs, and CTAs an SM (registers allow 2: the launch bounds).
 struct Plan {
   int ks = 1;
@@ -371,7 +331,7 @@ Plan plan(int64_t groups, int64_t R, int64_t K, int64_t tokens, int outs) {
   p.jobs_per_group = (R + rows_per_job - 1) / rows_per_job;
   p.jobs = groups * p.jobs_per_group;
   const size_t cta = smem_bytes(static_cast<int>(tokens), K) + sizeof(float4) * kWarps * 32 + 1024;  // + static, reserved
-  p.per_sm = 2 * cta <= smem_per_sm() ? 2 : 1;
+  p.per_sm = 2 * cta <= device_smem_per_sm() ? 2 : 1;
   return p;
 }
 

@@ -24,4 +24,13 @@ DEEPINFER_FP4_HD uint32_t f4_pair_f16x2(uint32_t v, int i) {
   return (shift_bits(v, 9 - 4 * i) & 0x0E000E00u) | (shift_bits(v, 12 - 4 * i) & 0x80008000u);
 }
 
+// The tensor-core FP4 GEMV (moe_gemv_fp4.cu) on mma.m16n8k16 (A: 16 weight rows, B: 8 x columns):
+// lane (g, t) = (lane / 4, lane % 4) takes word t of a 32-column block (one E8M0 scale) of rows g
+// and g + 8, and MMA h (0, 1) of the block takes its pairs 2h and 2h + 1, so fragment slots
+// (2t, 2t + 1) hold columns 8t + 2h + {0, 4} and slots (2t + 8, 2t + 9) columns 8t + 2h + {1, 5}.
+// Both MMAs of a block stay inside its 32 columns, so each block's sums can take its scale. The x
+// planes hold each 8 columns in the order 0, 4, 1, 5, 2, 6, 3, 7, so a lane's 16 bytes at column 8t
+// are its B fragments of both MMAs. Position of column c (0..7) of an 8-column group:
+DEEPINFER_FP4_HD int f4_mma_x_position(int c) { return c < 4 ? 2 * c : 2 * (c - 4) + 1; }
+
 }  // namespace deepinfer::cuda

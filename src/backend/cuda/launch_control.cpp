@@ -46,6 +46,16 @@ int device_sm_count() {
   return n;
 }
 
+size_t device_smem_per_sm() {
+  static const size_t n = [] {
+    int dev = 0, bytes = 0;
+    cudaGetDevice(&dev);
+    cudaDeviceGetAttribute(&bytes, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev);
+    return static_cast<size_t>(bytes);
+  }();
+  return n;
+}
+
 LaunchControl& launch_control() {
   thread_local LaunchControl control;
   return control;

@@ -31,6 +31,8 @@ bool dependent_launch_enabled();
 // SMs of the device current at the first call (read once per process: the launch sizes of the
 // streaming kernels; one kind of GPU per process).
 int device_sm_count();
+// Shared memory of one SM of the current device, in bytes (read once).
+size_t device_smem_per_sm();
 
 // This thread's control (thread-local: data-parallel ranks drive their GPUs from their own threads).
 LaunchControl& launch_control();

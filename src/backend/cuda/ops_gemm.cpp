@@ -1,8 +1,12 @@
 // CUDA linear layers over stored weight formats, and the MoE pipeline (routing, experts). Host side:
 // validation, weight mirrors and staging; the kernels are in gemm_kernels.cu.
 #include <algorithm>
+#include <cstdint>
 #include <initializer_list>
+#include <mutex>
 #include <vector>
+
+#include <fmt/core.h>
 
 #include "backend/cuda/bf16_operands.h"
 #include "backend/cuda/cublas_linear.h"
@@ -80,6 +84,7 @@ const CudaBackend::ExpertTable& CudaBackend::expert_table(std::span<const backen
   t.tc_down = all_tc({&t.m2});
   t.gate_up_format = common_format({&t.m1, &t.m3});
   t.down_format = common_format({&t.m2});
+  t.fp4_gemv = moe_gemv_fp4_fits(t.m1, true) && moe_gemv_fp4_fits(t.m3, true) && moe_gemv_fp4_fits(t.m2, false);
   return t;
 }
 
@@ -399,7 +404,17 @@ void CudaBackend::moe_experts_filled(const backend::MoeWeights& w, TensorView x,
   const MoeIndex ix = moe_index_in(ints_base, E, routed);
   launch_moe_plan(experts.i32(), T, K, E, ix, routed_rows);
   DEEPINFER_CUDA_LAUNCHED();
-  if (tc_routed) {
+  // Tiles of 1-2 rows on the tensor-core FP4 GEMV where asked for (DEEPINFER_MOE_GEMV=1; never
+  // under batch invariance, whose bits are the CUDA-core tile's).
+  const bool fp4_gemv = !tc_routed && routed_few && table->fp4_gemv && tensor_cores_when(true) &&
+                        moe_gemv_fp4_wanted() && reinterpret_cast<uintptr_t>(x.f32()) % 16 == 0 &&
+                        reinterpret_cast<uintptr_t>(h) % 16 == 0;
+  if (fp4_gemv) {
+    static std::once_flag logged;  // tools/gpu/test.sh checks that it ran where asked for
+    std::call_once(logged,
+                   [] { fmt::print(stderr, "deepinfer: routed FP4 experts on the tensor-core decode GEMV\n"); });
+    launch_moe_gemv_fp4(true, d1, d3, ix.tiles, ix.tile_count, max_tiles, ix.row_token, x.f32(), D, h, I, limit);
+  } else if (tc_routed) {
     launch_moe_gemm_tc(true, f_routed_gu, d1, d3, ix.tiles, ix.tile_count, max_tiles, 0, routed_rows, ix.row_token,
                        x.f32(), T, xc, D, h, I, limit, true);
   } else {
@@ -407,7 +422,9 @@ void CudaBackend::moe_experts_filled(const backend::MoeWeights& w, TensorView x,
                        D, I, limit, h, routed_few);
   }
   DEEPINFER_CUDA_LAUNCHED();
-  if (tc_routed) {
+  if (fp4_gemv) {
+    launch_moe_gemv_fp4(false, d2, d2, ix.tiles, ix.tile_count, max_tiles, nullptr, h, I, ye, D, 0.0f);
+  } else if (tc_routed) {
     launch_moe_gemm_tc(false, f_routed_down, d2, d2, ix.tiles, ix.tile_count, max_tiles, 0, routed_rows, nullptr, h,
                        routed, hc, I, ye, D, 0.0f, true);
   } else {

@@ -1,0 +1,57 @@
+#pragma once
+// Tensor-core and asynchronous-copy primitives shared by the decode GEMVs (nvcc only):
+// decode_gemv_tc.cu (FP8) and moe_gemv_fp4.cu (FP4 routed experts).
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace deepinfer::cuda::mma {
+
+// d += A B on mma.sync.m16n8k16 (f16 operands, f32 accumulators; fragments as the PTX ISA lays them
+// out: fp4_bits.h and decode_gemv_tc.cu say which columns each lane holds).
+__device__ __forceinline__ void mma_f16(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
+                                        uint32_t b1) {
+  asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+// 16 bytes from global to shared memory, asynchronously (zeros where !valid: src is not read).
+__device__ __forceinline__ void copy16_async(void* dst, const void* src, bool valid) {
+  const auto d = static_cast<uint32_t>(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src), "r"(valid ? 16 : 0));
+}
+// 4 bytes, the same way (src 4-byte aligned).
+__device__ __forceinline__ void copy4_async(void* dst, const void* src) {
+  const auto d = static_cast<uint32_t>(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(d), "l"(src));
+}
+__device__ __forceinline__ void copies_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+// Until at most n of this thread's copy groups are pending.
+template <int n>
+__device__ __forceinline__ void copies_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(n)); }
+
+__device__ __forceinline__ uint32_t pack_f16(__half lo, __half hi) {
+  return static_cast<uint32_t>(__half_as_ushort(lo)) | (static_cast<uint32_t>(__half_as_ushort(hi)) << 16);
+}
+
+// The decode GEMVs' epilogue: row rr (0..15) of warp tile tl for token tok, from every warp's
+// accumulators red[warp][lane] = (C[g][2t], C[g][2t+1], C[g+8][2t], C[g+8][2t+1]) with B column
+// 3 tok + p holding part p of the token's x: the ks split-K partials of each part in ascending
+// order, then (hi + mid) + lo.
+__device__ __forceinline__ float tile_row_sum(const float4 (*red)[32], int tl, int ks, int rr, int tok) {
+  float v[3] = {0.f, 0.f, 0.f};
+#pragma unroll
+  for (int p = 0; p < 3; ++p) {
+    const int col = 3 * tok + p, src = (rr & 7) * 4 + col / 2, i = (rr >= 8 ? 2 : 0) + (col & 1);
+    for (int q = 0; q < ks; ++q) {
+      const float4 f = red[tl * ks + q][src];
+      const float e = i == 0 ? f.x : i == 1 ? f.y : i == 2 ? f.z : f.w;
+      v[p] = q == 0 ? e : v[p] + e;
+    }
+  }
+  return (v[0] + v[1]) + v[2];
+}
+
+}  // namespace deepinfer::cuda::mma

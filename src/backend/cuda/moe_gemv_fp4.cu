@@ -1,0 +1,333 @@
+// The routed FP4 experts of a decode step (MoE tiles of 1-2 rows) on the tensor cores: gate / up
+// with the SwiGLU epilogue, then down. Opt-in (DEEPINFER_MOE_GEMV=1, gemm_kernels.h) until it is
+// measured against the CUDA-core stream (skinny_gemm.cuh), which it means to replace there.
+//
+// Why: the CUDA-core stream spends ~5 issued instructions on every FP4 element (decode, widen,
+// scale, FMA) and is issue-bound at ~1 TB/s (docs/perf.md, sessions 7 and 20). Here an element costs
+// half of a 4-operation f16x2 decode (fp4_bits.h) and 1/256 of an mma.sync.m16n8k16; each 32-column
+// block's scale is applied once per row to the block's sums.
+//
+// Operands (as decode_gemv_tc.cu's FP8 GEMV, "swap AB"): A = a warp's 16 weight rows (under SwiGLU
+// rows g are gate rows and rows g + 8 the same outputs' up rows), B = x split into three f16 parts
+// per token (hi + mid + lo, each 128-column step scaled by a power of two for f16's range), columns
+// 3 tok + p. Lane (g, t) copies block t of a 128-column step of rows g and g + 8 into shared memory
+// (16 bytes each, cp.async) and reads word t of all four blocks back (fp4_bits.h: which codes feed
+// which fragment slots; Fp4Bits.MmaFragmentsOfABlockGiveItsDotProducts checks the layout on the
+// host). Weights enter as value * 2^-14; the outputs are multiplied by 2^14 at the end (exact).
+// Rounding: products exact, sums in float32 per block, block sums times the E8M0 scale added per
+// step, then times the x step's power of two; parts added (hi + mid) + lo. Not the CUDA-core
+// tile's bits: batch invariance keeps that tile.
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+
+#include "backend/cuda/device_math.cuh"
+#include "backend/cuda/fp4_bits.h"
+#include "backend/cuda/gemm_kernels.h"
+#include "backend/cuda/launch.cuh"
+#include "backend/cuda/launch_control.h"
+#include "backend/cuda/mma_async.cuh"
+#include "backend/cuda/skinny_gemm.cuh"  // swiglu_clamped: the SwiGLU epilogue of every kernel
+
+namespace deepinfer::cuda {
+
+namespace {
+
+namespace mg {
+
+using mma::copies_commit;
+using mma::copies_wait;
+using mma::copy16_async;
+using mma::copy4_async;
+using mma::mma_f16;
+
+constexpr int kWarps = 8, kThreads = 32 * kWarps;
+constexpr int kTileRows = 16;     // weight rows of a warp (the MMA's M)
+constexpr int64_t kStepK = 128;   // columns of a step: 4 scale blocks, one x power of two
+constexpr int kStages = 4;        // a warp's steps in flight + 1
+constexpr int kPlanePad = 32;     // f16 after each x plane: 16-byte reads of planes g, g + 1 miss each other's banks
+constexpr int kTargetWarps = 2 * 132 * kWarps;  // split K until about this many warps are busy
+// A warp's stage: 2 pieces (rows g, g + 8) of 16 bytes a lane, then 2 scale words a lane.
+constexpr size_t kPieceBytes = 2 * 32 * 16;
+constexpr size_t kWarpStageBytes = kPieceBytes + 32 * 2 * 4;
+constexpr size_t kStageBytes = kWarps * kWarpStageBytes;
+constexpr size_t kMaxSmem = 200 * 1024;
+
+#pragma GCC diagnostic push
+#pragma GCC diagnostic error "-Wpadded"  // launch() folds the argument bytes into the step signature
+struct Args {
+  const DevMatrix* wa;       // [experts]: gate (SwiGLU) or down
+  const DevMatrix* wb;       // [experts]: up (SwiGLU), else wa
+  const MoeTile* tiles;      // the plan's tiles (1-2 rows each)
+  const int32_t* tile_count; // how many
+  const int32_t* row_src;    // x row of each routed row (null: the row itself)
+  const float* x;            // [*, K]
+  float* y;                  // [routed rows, n_out]
+  int64_t K, n_out;
+  int64_t ncol;              // column tiles of a MoE tile: kOuts * (kWarps / ks) outputs each
+  int32_t ks;                // warps that split a warp tile's K (1, 2, 4 or 8)
+  float limit;               // SwiGLU's clamp
+};
+#pragma GCC diagnostic pop
+
+// Outputs of a warp tile: 16 rows, or under SwiGLU 8 outputs (gate rows g, up rows g + 8).
+template <bool kSwiglu>
+__host__ __device__ constexpr int tile_outs() { return kSwiglu ? kTileRows / 2 : kTileRows; }
+
+__host__ __device__ constexpr int64_t plane_stride(int64_t K) { return K + kPlanePad; }
+// Dynamic shared memory: the weight stages, 3 TOK f16 planes of x, then the steps' powers of two [TOK][K / 128].
+__host__ __device__ constexpr size_t planes_offset() { return kStages * kStageBytes; }
+__host__ __device__ constexpr size_t smem_bytes(int tok, int64_t K) {
+  return planes_offset() + static_cast<size_t>(3 * tok * plane_stride(K)) * 2 +
+         static_cast<size_t>(tok * (K / kStepK)) * 4;
+}
+
+__device__ __forceinline__ uint32_t f16_word(__half lo, __half hi) {
+  return static_cast<uint32_t>(__half_as_ushort(lo)) | (static_cast<uint32_t>(__half_as_ushort(hi)) << 16);
+}
+
+// The tile's x rows into the planes: half-warp h of warp w takes steps 2 w + h, + 16, ...; lane l
+// of it columns 8 l .. 8 l + 7 of the step, stored in f4_mma_x_position order. The step's largest
+// magnitude m gives e with m 2^-e in [2^14, 2^15) (as decode_gemv_tc.cu's split_x). Rows past
+// `rows` get no planes: the MMAs read zeros for their columns.
+template <int TOK>
+__device__ void split_x(const Args& a, int64_t rb, int rows, __half* planes, float* step_scale) {
+  const int lane = static_cast<int>(threadIdx.x) & 31, warp = static_cast<int>(threadIdx.x) >> 5;
+  const int half = lane >> 4, hl = lane & 15;
+  const int64_t K = a.K, stride = plane_stride(K), nsteps = K / kStepK;
+  for (int tok = 0; tok < TOK; ++tok) {
+    if (tok >= rows) {  // no planes (their B columns read as zeros); a finite scale for the unused sums
+      for (int64_t st = threadIdx.x; st < nsteps; st += kThreads) step_scale[tok * nsteps + st] = 1.0f;
+      continue;
+    }
+    const float* xr = a.x + (a.row_src ? static_cast<int64_t>(a.row_src[rb + tok]) : rb + tok) * K;
+    for (int64_t base = 0; base < nsteps; base += 2 * kWarps) {  // uniform over the warp: the shuffles
+      const int64_t st = base + 2 * warp + half;
+      const bool in = st < nsteps;
+      float v[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+      if (in) {
+        const float4 p = *reinterpret_cast<const float4*>(xr + st * kStepK + 8 * hl);
+        const float4 q = *reinterpret_cast<const float4*>(xr + st * kStepK + 8 * hl + 4);
+        v[0] = p.x, v[1] = p.y, v[2] = p.z, v[3] = p.w, v[4] = q.x, v[5] = q.y, v[6] = q.z, v[7] = q.w;
+      }
+      float m = 0.f;
+#pragma unroll
+      for (int c = 0; c < 8; ++c) m = fmaxf(m, fabsf(v[c]));
+#pragma unroll
+      for (int d = 8; d >= 1; d >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, d, 16));
+      if (!in) continue;
+      const int biased = static_cast<int>((__float_as_uint(m) >> 23) & 0xffu);
+      const int e = biased == 0xff ? 0 : max(biased - 126 - 15, -110);
+      const float to_f16 = __uint_as_float(static_cast<uint32_t>(127 - e) << 23);
+      if (hl == 0) step_scale[tok * nsteps + st] = __uint_as_float(static_cast<uint32_t>(127 + e) << 23);
+      __half part[3][8];
+#pragma unroll
+      for (int c = 0; c < 8; ++c) {
+        const float xs = v[c] * to_f16;
+        const __half hi = __float2half_rn(xs);
+        const float r1 = xs - __half2float(hi);  // exact: the rounding error of hi
+        const __half mid = __float2half_rn(r1);
+        const int pos = f4_mma_x_position(c);
+        part[0][pos] = hi;
+        part[1][pos] = mid;
+        part[2][pos] = __float2half_rn(r1 - __half2float(mid));
+      }
+#pragma unroll
+      for (int p = 0; p < 3; ++p)
+        *reinterpret_cast<uint4*>(planes + (3 * tok + p) * stride + st * kStepK + 8 * hl) =
+            make_uint4(f16_word(part[p][0], part[p][1]), f16_word(part[p][2], part[p][3]),
+                       f16_word(part[p][4], part[p][5]), f16_word(part[p][6], part[p][7]));
+    }
+  }
+}
+
+// grid: resident CTAs, each taking a contiguous run of the jobs (MoE tile, column tile); the warp
+// (tile, ksi) = (warp / ks, warp % ks) takes its 16 rows and the steps ksi, ksi + ks, ... of a job.
+template <int TOK, bool kSwiglu>
+__global__ void __launch_bounds__(kThreads, 2) moe_gemv_fp4_kernel(Args a) {
+  wait_for_previous_kernel();
+  extern __shared__ __align__(16) unsigned char smem[];
+  __shared__ float4 red[kWarps][32];
+  constexpr int kOuts = tile_outs<kSwiglu>();
+  const int64_t K = a.K, stride = plane_stride(K), nsteps = K / kStepK;
+  __half* planes = reinterpret_cast<__half*>(smem + planes_offset());
+  float* step_scale = reinterpret_cast<float*>(smem + planes_offset() + static_cast<size_t>(3 * TOK * stride) * 2);
+
+  const int64_t jobs = static_cast<int64_t>(*a.tile_count) * a.ncol;
+  const int64_t b_first = static_cast<int64_t>(blockIdx.x) * jobs / gridDim.x;
+  const int64_t b_end = static_cast<int64_t>(blockIdx.x + 1) * jobs / gridDim.x;
+
+  const int lane = static_cast<int>(threadIdx.x) & 31, warp = static_cast<int>(threadIdx.x) >> 5;
+  const int g = lane >> 2, t = lane & 3;
+  const int ks = a.ks, ksi = warp % ks, tile = warp / ks, tiles = kWarps / ks;
+  const int per_job = static_cast<int>((nsteps - ksi + ks - 1) / ks);
+  unsigned char* wstage = smem + static_cast<size_t>(warp) * kWarpStageBytes;  // + st * kStageBytes
+  // The token of B columns 2t and 2t + 1 (columns past 3 TOK are zero: any scale).
+  const int tok0 = min((2 * t) / 3, TOK - 1), tok1 = min((2 * t + 1) / 3, TOK - 1);
+  int64_t split_tile = -1;
+
+  for (int64_t b = b_first; b < b_end; ++b) {
+    const int64_t ti = b / a.ncol, col = b % a.ncol;
+    const MoeTile mt = a.tiles[ti];
+    const int rows = min(mt.row_end - mt.row_begin, TOK);
+    const DevMatrix& wa = a.wa[mt.expert];
+    const DevMatrix& wb = kSwiglu ? a.wb[mt.expert] : wa;
+    // The warp's rows: output o_g = o0 + g (and o0 + 8 + g without SwiGLU); a tile past n_out
+    // reads the last tile's rows, never stored.
+    int64_t o0 = col * kOuts * tiles + tile * kOuts;
+    if (o0 + kOuts > a.n_out) o0 = a.n_out - kOuts;
+    const int64_t row_g = o0 + g, row_g8 = kSwiglu ? o0 + g : o0 + 8 + g;
+    const uint8_t* p0 = wa.data + row_g * (K / 2);
+    const uint8_t* p1 = wb.data + row_g8 * (K / 2);
+    const uint8_t* s0 = wa.scale + row_g * wa.scale_cols;
+    const uint8_t* s1 = wb.scale + row_g8 * wb.scale_cols;
+
+    // Step sp into stage st: block t of rows g and g + 8 (slots (j, t, g)) and the two rows' scale words.
+    auto copy_step = [&](int64_t sp, int st) {
+      unsigned char* ws = wstage + static_cast<size_t>(st) * kStageBytes;
+      copy16_async(ws + ((0 * 4 + t) * 8 + g) * 16, p0 + sp * 64 + 16 * t, true);
+      copy16_async(ws + ((1 * 4 + t) * 8 + g) * 16, p1 + sp * 64 + 16 * t, true);
+      copy4_async(ws + kPieceBytes + (lane * 2 + 0) * 4, s0 + sp * 4);
+      copy4_async(ws + kPieceBytes + (lane * 2 + 1) * 4, s1 + sp * 4);
+    };
+    float acc[4] = {0.f, 0.f, 0.f, 0.f};  // C[g][2t], C[g][2t+1], C[g+8][2t], C[g+8][2t+1]
+#pragma unroll
+    for (int n = 0; n < kStages - 1; ++n) {
+      if (n < per_job) copy_step(ksi + static_cast<int64_t>(n) * ks, n);
+      copies_commit();  // (an empty group past the end keeps the count)
+    }
+    // x of a new tile, while those copies are in flight (the last job ended with a barrier, so
+    // nobody reads the planes any more).
+    if (ti != split_tile) {
+      split_x<TOK>(a, mt.row_begin, rows, planes, step_scale);
+      __syncthreads();
+      split_tile = ti;
+    }
+#pragma unroll 1
+    for (int i = 0; i < per_job; ++i) {
+      const int ni = i + kStages - 1;
+      if (ni < per_job) copy_step(ksi + static_cast<int64_t>(ni) * ks, ni % kStages);
+      copies_commit();
+      copies_wait<kStages - 1>();  // step i's copies (this lane's) have landed
+      __syncwarp();                // and the other lanes' (each waited for its own)
+      const unsigned char* ws = wstage + static_cast<size_t>(i % kStages) * kStageBytes;
+      const int64_t sp = ksi + static_cast<int64_t>(i) * ks;
+      const uint32_t sc0 = *reinterpret_cast<const uint32_t*>(ws + kPieceBytes + (lane * 2 + 0) * 4);
+      const uint32_t sc1 = *reinterpret_cast<const uint32_t*>(ws + kPieceBytes + (lane * 2 + 1) * 4);
+      float cs[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+      for (int blk = 0; blk < 4; ++blk) {
+        const uint32_t wg = *reinterpret_cast<const uint32_t*>(ws + ((0 * 4 + blk) * 8 + g) * 16 + 4 * t);
+        const uint32_t w8 = *reinterpret_cast<const uint32_t*>(ws + ((1 * 4 + blk) * 8 + g) * 16 + 4 * t);
+        uint4 xv = make_uint4(0, 0, 0, 0);
+        if (g < 3 * rows) xv = *reinterpret_cast<const uint4*>(planes + g * stride + sp * kStepK + 32 * blk + 8 * t);
+        float c[4] = {0.f, 0.f, 0.f, 0.f};
+        mma_f16(c, f4_pair_f16x2(wg, 0), f4_pair_f16x2(w8, 0), f4_pair_f16x2(wg, 1), f4_pair_f16x2(w8, 1), xv.x, xv.y);
+        mma_f16(c, f4_pair_f16x2(wg, 2), f4_pair_f16x2(w8, 2), f4_pair_f16x2(wg, 3), f4_pair_f16x2(w8, 3), xv.z, xv.w);
+        const float sg = e8m0_to_f32(static_cast<uint8_t>(sc0 >> (8 * blk)));
+        const float sg8 = e8m0_to_f32(static_cast<uint8_t>(sc1 >> (8 * blk)));
+        cs[0] = fmaf(c[0], sg, cs[0]);
+        cs[1] = fmaf(c[1], sg, cs[1]);
+        cs[2] = fmaf(c[2], sg8, cs[2]);
+        cs[3] = fmaf(c[3], sg8, cs[3]);
+      }
+      const float x0 = step_scale[tok0 * nsteps + sp], x1 = step_scale[tok1 * nsteps + sp];
+      acc[0] = fmaf(cs[0], x0, acc[0]);
+      acc[1] = fmaf(cs[1], x1, acc[1]);
+      acc[2] = fmaf(cs[2], x0, acc[2]);
+      acc[3] = fmaf(cs[3], x1, acc[3]);
+      __syncwarp();  // every lane has read this stage before any lane copies into it again
+    }
+
+    // The ks partial sums of each warp tile in ascending order, then (hi + mid) + lo, times 2^14.
+    red[warp][lane] = make_float4(acc[0], acc[1], acc[2], acc[3]);
+    __syncthreads();
+    const int th = static_cast<int>(threadIdx.x);
+    if (th < tiles * kOuts * TOK) {
+      const int tl = th / (kOuts * TOK), r = (th / TOK) % kOuts, tok = th % TOK;
+      // (the weights entered as value x 2^-14)
+      auto row_sum = [&](int rr) { return mma::tile_row_sum(red, tl, ks, rr, tok) * 0x1p14f; };
+      float out = row_sum(r);
+      if constexpr (kSwiglu) out = skinny::swiglu_clamped(out, row_sum(r + 8), a.limit);
+      int64_t ob = col * kOuts * tiles + tl * kOuts;
+      const bool clamped = ob + kOuts > a.n_out;
+      if (clamped) ob = a.n_out - kOuts;
+      const int64_t o = ob + r;
+      // A clamped tile recomputes outputs of the tile before it: those it stores are the same
+      // values (the same rows, x and order), written by both.
+      if (tok < rows && o < a.n_out) a.y[(mt.row_begin + tok) * a.n_out + o] = out;
+    }
+    __syncthreads();  // red is written again by the next job
+  }
+}
+
+}  // namespace mg
+
+TcPolicy moe_gemv_policy() {
+  static const TcPolicy p = policy_from_env("DEEPINFER_MOE_GEMV");
+  return p;
+}
+
+template <bool kSwiglu, int TOK>
+void launch_tok(const mg::Args& a, int64_t max_tiles) {
+  const size_t smem = mg::smem_bytes(TOK, a.K);
+  const size_t cta = smem + sizeof(float4) * mg::kWarps * 32 + 1024;
+  const int per_sm = 2 * cta <= device_smem_per_sm() ? 2 : 1;
+  const auto grid = static_cast<unsigned>(
+      std::max<int64_t>(1, std::min<int64_t>(max_tiles * a.ncol, static_cast<int64_t>(device_sm_count()) * per_sm)));
+  // A refused shared-memory size stays in cudaGetLastError for the caller's launch check.
+  if (allow_dynamic_smem<mg::moe_gemv_fp4_kernel<TOK, kSwiglu>>(mg::kMaxSmem))
+    launch(mg::moe_gemv_fp4_kernel<TOK, kSwiglu>, grid, mg::kThreads, smem, a);
+}
+
+}  // namespace
+
+bool moe_gemv_fp4_fits(std::span<const DevMatrix> ws, bool swiglu) {
+  if (ws.empty()) return false;
+  const int64_t R = ws[0].rows, K = ws[0].cols;
+  if (K <= 0 || K % mg::kStepK != 0 || R < (swiglu ? mg::tile_outs<true>() : mg::tile_outs<false>())) return false;
+  if (mg::smem_bytes(2, K) > mg::kMaxSmem) return false;
+  for (const DevMatrix& w : ws)
+    if (gemm_format(w) != skinny::kF4 || w.scale_dtype != 4 || w.rows != R || w.cols != K || w.scale_cols != K / 32 ||
+        reinterpret_cast<uintptr_t>(w.data) % 16 != 0 || reinterpret_cast<uintptr_t>(w.scale) % 4 != 0)
+      return false;
+  return true;
+}
+
+bool moe_gemv_fp4_wanted() { return moe_gemv_policy() == TcPolicy::Always; }
+
+void launch_moe_gemv_fp4(bool swiglu, const DevMatrix* wa, const DevMatrix* wb, const MoeTile* tiles,
+                         const int32_t* tile_count, int64_t max_tiles, const int32_t* row_src,
+                         const float* x, int64_t K, float* y, int64_t n_out, float limit) {
+  if (max_tiles <= 0 || n_out <= 0) return;
+  mg::Args a{};
+  a.wa = wa;
+  a.wb = swiglu ? wb : wa;
+  a.tiles = tiles;
+  a.tile_count = tile_count;
+  a.row_src = row_src;
+  a.x = x;
+  a.y = y;
+  a.K = K;
+  a.n_out = n_out;
+  // Split K (from the shape and the plan's bound only) until about kTargetWarps warps are busy,
+  // with at least 4 steps a warp.
+  const int outs = swiglu ? mg::tile_outs<true>() : mg::tile_outs<false>();
+  const int64_t warp_tiles = max_tiles * ((n_out + outs - 1) / outs), nsteps = K / mg::kStepK;
+  int ks = 1;
+  while (ks < mg::kWarps && 4 * ks * 2 <= nsteps && warp_tiles * ks * 2 <= mg::kTargetWarps) ks *= 2;
+  a.ks = ks;
+  const int64_t per_job = static_cast<int64_t>(outs) * (mg::kWarps / ks);
+  a.ncol = (n_out + per_job - 1) / per_job;
+  a.limit = limit;
+  // Tiles of 1-2 rows (the plan's tile_rows of 2): one kernel, whose MMAs have room for 2 tokens'
+  // 6 columns either way (a 1-row tile skips the second token's x split).
+  if (swiglu)
+    launch_tok<true, 2>(a, max_tiles);
+  else
+    launch_tok<false, 2>(a, max_tiles);
+}
+
+}  // namespace deepinfer::cuda
