@@ -253,7 +253,8 @@ TEST_P(BackendOps, MoeExpertsSwigluWithClampsAndSharedExpert) {
 // Routed FP4 experts of decode-sized calls whose widths are whole 128-column steps (D = 256,
 // I = 384: CUDA's tensor-core FP4 GEMV fits them; tools/gpu/test.sh runs this with
 // DEEPINFER_MOE_GEMV=1): one token; two tokens with a repeated expert (a 2-row tile); 6 tokens all
-// on expert 0 (3 tiles of 2 rows) and 11 tokens (tiles of 1 and 2 rows); clamps active and not.
+// on expert 0 (3 tiles of 2 rows); 11 tokens (3.7 rows an expert: the GEMV's tiles of up to 4 rows,
+// expert 0's more than one); clamps active and not.
 TEST_P(BackendOps, MoeExpertsFp4DecodeTiles) {
   const int64_t D = 256, I = 384, E = 6, K = 2;
   auto& experts = keep(std::vector<ExpertWeights>{});
@@ -271,7 +272,7 @@ TEST_P(BackendOps, MoeExpertsFp4DecodeTiles) {
         do chosen[t * K + 1] = static_cast<int32_t>(uniform_int(0, E - 1)); while (chosen[t * K + 1] == chosen[t * K]);
       }
       if (T == 2) chosen[3] = chosen[2];
-      if (T == 6)
+      if (T == 6 || T == 11)
         for (int64_t t = 0; t < T; ++t) chosen[t * K] = 0, chosen[t * K + 1] = static_cast<int32_t>(1 + t % 5);
       const auto weights = randoms(static_cast<size_t>(T * K));
       const auto dx = on_device(x);

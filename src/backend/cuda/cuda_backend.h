@@ -235,7 +235,7 @@ class CudaBackend final : public backend::Backend {
     const DevMatrix *d1 = nullptr, *d3 = nullptr, *d2 = nullptr;
     int64_t inter = 0;            // I
     int tc_gate_up = -1, tc_down = -1, gate_up_format = 0, down_format = 0;
-    bool fp4_gemv = false;  // the routed FP4 GEMV fits gate / up and down (moe_gemv_fp4_fits)
+    int fp4_gemv_rows = 0;  // the routed FP4 GEMV's largest tile for gate / up and down (0: none)
   };
   const ExpertTable& expert_table(std::span<const backend::SwigluExpert> experts, int64_t D);
   // linear and grouped_linear after validation (ops_gemm.cpp).

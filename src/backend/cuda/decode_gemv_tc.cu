@@ -288,7 +288,7 @@ __global__ void __launch_bounds__(kThreads, 2) decode_gemv_fp8_kernel(Args a) {
     const int th = static_cast<int>(threadIdx.x);
     if (th < tiles * kOuts * TOK) {
       const int tl = th / (kOuts * TOK), r = (th / TOK) % kOuts, tok = th % TOK;
-      auto row_sum = [&](int rr) { return mma::tile_row_sum(red, tl, ks, rr, tok); };
+      auto row_sum = [&](int rr) { return mma::tile_row_sum(&red[0][0], kWarps, tl, ks, rr, tok); };
       float out = row_sum(r);
       if constexpr (kSwiglu) out = skinny::swiglu_clamped(out, row_sum(r + 8), a.limit);
       const int64_t grp = b / a.jobs_per_group;

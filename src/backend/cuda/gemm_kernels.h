@@ -129,16 +129,18 @@ bool launch_decode_swiglu_tc(const DevMatrix& w1, const DevMatrix& w3, const flo
                              float* h);
 
 // --- routed FP4 experts of a decode step on the tensor cores (moe_gemv_fp4.cu) ---
-// Opt-in while it is measured: DEEPINFER_MOE_GEMV=1 runs it for the routed experts wherever the
-// plan cuts tiles of 1-2 rows and the matrices fit; unset / 0 keeps the CUDA-core stream.
+// Opt-in while it is measured: DEEPINFER_MOE_GEMV=1 runs it for the routed experts of calls of up
+// to 4 rows an expert on average, where the matrices fit; unset / 0 keeps the other kernels.
 bool moe_gemv_fp4_wanted();
-// Whether every matrix of `ws` (one per expert) fits: FP4 with E8M0 per 32 columns, columns a
-// multiple of 128, 16-byte rows, 4-byte aligned scales, at least one warp tile of rows.
-bool moe_gemv_fp4_fits(std::span<const DevMatrix> ws, bool swiglu);
-// launch_moe_gate_up (swiglu: wa gate, wb up) / launch_moe_down for a plan of tiles of at most 2 rows.
+// The most rows a plan tile may hold for it (4, 2, or 0: it does not take these matrices): every
+// matrix of `ws` (one per expert) FP4 with E8M0 per 32 columns, columns a multiple of 128, 16-byte
+// rows, 4-byte aligned scales, at least one warp tile of rows; 4-row tiles need more shared memory.
+int moe_gemv_fp4_tile_rows(std::span<const DevMatrix> ws, bool swiglu);
+// launch_moe_gate_up (swiglu: wa gate, wb up) / launch_moe_down for a plan of tiles of at most
+// tile_rows (2 or 4) rows.
 void launch_moe_gemv_fp4(bool swiglu, const DevMatrix* wa, const DevMatrix* wb, const MoeTile* tiles,
-                         const int32_t* tile_count, int64_t max_tiles, const int32_t* row_src, const float* x,
-                         int64_t K, float* y, int64_t n_out, float limit);
+                         const int32_t* tile_count, int64_t max_tiles, int tile_rows, const int32_t* row_src,
+                         const float* x, int64_t K, float* y, int64_t n_out, float limit);
 
 // --- tensor-core GEMM (tc_gemm.cu) ---
 // DEEPINFER_TC_GEMM (read once): 0 never, 1 always, unset or "auto" by the number of rows.

@@ -37,16 +37,17 @@ __device__ __forceinline__ uint32_t pack_f16(__half lo, __half hi) {
 }
 
 // The decode GEMVs' epilogue: row rr (0..15) of warp tile tl for token tok, from every warp's
-// accumulators red[warp][lane] = (C[g][2t], C[g][2t+1], C[g+8][2t], C[g+8][2t+1]) with B column
-// 3 tok + p holding part p of the token's x: the ks split-K partials of each part in ascending
-// order, then (hi + mid) + lo.
-__device__ __forceinline__ float tile_row_sum(const float4 (*red)[32], int tl, int ks, int rr, int tok) {
+// accumulators red[(cg * warps + warp) * 32 + lane] = (C[g][2t], C[g][2t+1], C[g+8][2t], C[g+8][2t+1])
+// of B column group cg, where B column 3 tok + p holds part p of the token's x: the ks split-K
+// partials of each part in ascending order, then (hi + mid) + lo.
+__device__ __forceinline__ float tile_row_sum(const float4* red, int warps, int tl, int ks, int rr, int tok) {
   float v[3] = {0.f, 0.f, 0.f};
 #pragma unroll
   for (int p = 0; p < 3; ++p) {
-    const int col = 3 * tok + p, src = (rr & 7) * 4 + col / 2, i = (rr >= 8 ? 2 : 0) + (col & 1);
+    const int col = 3 * tok + p, cg = col >> 3, c8 = col & 7;
+    const int src = (rr & 7) * 4 + c8 / 2, i = (rr >= 8 ? 2 : 0) + (c8 & 1);
     for (int q = 0; q < ks; ++q) {
-      const float4 f = red[tl * ks + q][src];
+      const float4 f = red[(cg * warps + tl * ks + q) * 32 + src];
       const float e = i == 0 ? f.x : i == 1 ? f.y : i == 2 ? f.z : f.w;
       v[p] = q == 0 ? e : v[p] + e;
     }

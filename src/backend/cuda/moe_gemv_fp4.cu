@@ -46,7 +46,6 @@ using mma::mma_f16;
 constexpr int kWarps = 8, kThreads = 32 * kWarps;
 constexpr int kTileRows = 16;     // weight rows of a warp (the MMA's M)
 constexpr int64_t kStepK = 128;   // columns of a step: 4 scale blocks, one x power of two
-constexpr int kStages = 4;        // a warp's steps in flight + 1
 constexpr int kPlanePad = 32;     // f16 after each x plane: 16-byte reads of planes g, g + 1 miss each other's banks
 constexpr int kTargetWarps = 2 * 132 * kWarps;  // split K until about this many warps are busy
 // A warp's stage: 2 pieces (rows g, g + 8) of 16 bytes a lane, then 2 scale words a lane.
@@ -60,7 +59,7 @@ constexpr size_t kMaxSmem = 200 * 1024;
 struct Args {
   const DevMatrix* wa;       // [experts]: gate (SwiGLU) or down
   const DevMatrix* wb;       // [experts]: up (SwiGLU), else wa
-  const MoeTile* tiles;      // the plan's tiles (1-2 rows each)
+  const MoeTile* tiles;      // the plan's tiles (at most TOK rows each)
   const int32_t* tile_count; // how many
   const int32_t* row_src;    // x row of each routed row (null: the row itself)
   const float* x;            // [*, K]
@@ -76,12 +75,21 @@ struct Args {
 template <bool kSwiglu>
 __host__ __device__ constexpr int tile_outs() { return kSwiglu ? kTileRows / 2 : kTileRows; }
 
+// Tokens of a tile TOK (2 or 4): B columns 3 tok + p in groups of 8 (one MMA each, sharing the A
+// fragments); a warp's steps in flight + 1 (more at 4 tokens, whose planes leave one CTA an SM).
+template <int TOK>
+__host__ __device__ constexpr int column_groups() { return (3 * TOK + 7) / 8; }
+template <int TOK>
+__host__ __device__ constexpr int stages() { return TOK > 2 ? 8 : 4; }
+
 __host__ __device__ constexpr int64_t plane_stride(int64_t K) { return K + kPlanePad; }
 // Dynamic shared memory: the weight stages, 3 TOK f16 planes of x, then the steps' powers of two [TOK][K / 128].
-__host__ __device__ constexpr size_t planes_offset() { return kStages * kStageBytes; }
-__host__ __device__ constexpr size_t smem_bytes(int tok, int64_t K) {
-  return planes_offset() + static_cast<size_t>(3 * tok * plane_stride(K)) * 2 +
-         static_cast<size_t>(tok * (K / kStepK)) * 4;
+template <int TOK>
+__host__ __device__ constexpr size_t planes_offset() { return stages<TOK>() * kStageBytes; }
+template <int TOK>
+__host__ __device__ constexpr size_t smem_bytes(int64_t K) {
+  return planes_offset<TOK>() + static_cast<size_t>(3 * TOK * plane_stride(K)) * 2 +
+         static_cast<size_t>(TOK * (K / kStepK)) * 4;
 }
 
 __device__ __forceinline__ uint32_t f16_word(__half lo, __half hi) {
@@ -148,12 +156,14 @@ __device__ void split_x(const Args& a, int64_t rb, int rows, __half* planes, flo
 template <int TOK, bool kSwiglu>
 __global__ void __launch_bounds__(kThreads, 2) moe_gemv_fp4_kernel(Args a) {
   wait_for_previous_kernel();
+  constexpr int G = column_groups<TOK>(), kStages = stages<TOK>();
   extern __shared__ __align__(16) unsigned char smem[];
-  __shared__ float4 red[kWarps][32];
+  __shared__ float4 red[G][kWarps][32];
   constexpr int kOuts = tile_outs<kSwiglu>();
   const int64_t K = a.K, stride = plane_stride(K), nsteps = K / kStepK;
-  __half* planes = reinterpret_cast<__half*>(smem + planes_offset());
-  float* step_scale = reinterpret_cast<float*>(smem + planes_offset() + static_cast<size_t>(3 * TOK * stride) * 2);
+  __half* planes = reinterpret_cast<__half*>(smem + planes_offset<TOK>());
+  float* step_scale =
+      reinterpret_cast<float*>(smem + planes_offset<TOK>() + static_cast<size_t>(3 * TOK * stride) * 2);
 
   const int64_t jobs = static_cast<int64_t>(*a.tile_count) * a.ncol;
   const int64_t b_first = static_cast<int64_t>(blockIdx.x) * jobs / gridDim.x;
@@ -164,8 +174,13 @@ __global__ void __launch_bounds__(kThreads, 2) moe_gemv_fp4_kernel(Args a) {
   const int ks = a.ks, ksi = warp % ks, tile = warp / ks, tiles = kWarps / ks;
   const int per_job = static_cast<int>((nsteps - ksi + ks - 1) / ks);
   unsigned char* wstage = smem + static_cast<size_t>(warp) * kWarpStageBytes;  // + st * kStageBytes
-  // The token of B columns 2t and 2t + 1 (columns past 3 TOK are zero: any scale).
-  const int tok0 = min((2 * t) / 3, TOK - 1), tok1 = min((2 * t + 1) / 3, TOK - 1);
+  // The tokens of B columns 8 cg + 2t and 8 cg + 2t + 1 (columns past 3 TOK are zero: any scale).
+  int tok0[G], tok1[G];
+#pragma unroll
+  for (int cg = 0; cg < G; ++cg) {
+    tok0[cg] = min((8 * cg + 2 * t) / 3, TOK - 1);
+    tok1[cg] = min((8 * cg + 2 * t + 1) / 3, TOK - 1);
+  }
   int64_t split_tile = -1;
 
   for (int64_t b = b_first; b < b_end; ++b) {
@@ -192,7 +207,7 @@ __global__ void __launch_bounds__(kThreads, 2) moe_gemv_fp4_kernel(Args a) {
       copy4_async(ws + kPieceBytes + (lane * 2 + 0) * 4, s0 + sp * 4);
       copy4_async(ws + kPieceBytes + (lane * 2 + 1) * 4, s1 + sp * 4);
     };
-    float acc[4] = {0.f, 0.f, 0.f, 0.f};  // C[g][2t], C[g][2t+1], C[g+8][2t], C[g+8][2t+1]
+    float acc[G][4] = {};  // per column group: C[g][2t], C[g][2t+1], C[g+8][2t], C[g+8][2t+1]
 #pragma unroll
     for (int n = 0; n < kStages - 1; ++n) {
       if (n < per_job) copy_step(ksi + static_cast<int64_t>(n) * ks, n);
@@ -216,39 +231,49 @@ __global__ void __launch_bounds__(kThreads, 2) moe_gemv_fp4_kernel(Args a) {
       const int64_t sp = ksi + static_cast<int64_t>(i) * ks;
       const uint32_t sc0 = *reinterpret_cast<const uint32_t*>(ws + kPieceBytes + (lane * 2 + 0) * 4);
       const uint32_t sc1 = *reinterpret_cast<const uint32_t*>(ws + kPieceBytes + (lane * 2 + 1) * 4);
-      float cs[4] = {0.f, 0.f, 0.f, 0.f};
+      float cs[G][4] = {};
 #pragma unroll
       for (int blk = 0; blk < 4; ++blk) {
         const uint32_t wg = *reinterpret_cast<const uint32_t*>(ws + ((0 * 4 + blk) * 8 + g) * 16 + 4 * t);
         const uint32_t w8 = *reinterpret_cast<const uint32_t*>(ws + ((1 * 4 + blk) * 8 + g) * 16 + 4 * t);
-        uint4 xv = make_uint4(0, 0, 0, 0);
-        if (g < 3 * rows) xv = *reinterpret_cast<const uint4*>(planes + g * stride + sp * kStepK + 32 * blk + 8 * t);
-        float c[4] = {0.f, 0.f, 0.f, 0.f};
-        mma_f16(c, f4_pair_f16x2(wg, 0), f4_pair_f16x2(w8, 0), f4_pair_f16x2(wg, 1), f4_pair_f16x2(w8, 1), xv.x, xv.y);
-        mma_f16(c, f4_pair_f16x2(wg, 2), f4_pair_f16x2(w8, 2), f4_pair_f16x2(wg, 3), f4_pair_f16x2(w8, 3), xv.z, xv.w);
+        const uint32_t a0[4] = {f4_pair_f16x2(wg, 0), f4_pair_f16x2(w8, 0), f4_pair_f16x2(wg, 1), f4_pair_f16x2(w8, 1)};
+        const uint32_t a1[4] = {f4_pair_f16x2(wg, 2), f4_pair_f16x2(w8, 2), f4_pair_f16x2(wg, 3), f4_pair_f16x2(w8, 3)};
         const float sg = e8m0_to_f32(static_cast<uint8_t>(sc0 >> (8 * blk)));
         const float sg8 = e8m0_to_f32(static_cast<uint8_t>(sc1 >> (8 * blk)));
-        cs[0] = fmaf(c[0], sg, cs[0]);
-        cs[1] = fmaf(c[1], sg, cs[1]);
-        cs[2] = fmaf(c[2], sg8, cs[2]);
-        cs[3] = fmaf(c[3], sg8, cs[3]);
+#pragma unroll
+        for (int cg = 0; cg < G; ++cg) {
+          const int plane = 8 * cg + g;  // this lane's B column
+          uint4 xv = make_uint4(0, 0, 0, 0);
+          if (plane < 3 * rows)
+            xv = *reinterpret_cast<const uint4*>(planes + plane * stride + sp * kStepK + 32 * blk + 8 * t);
+          float c[4] = {0.f, 0.f, 0.f, 0.f};
+          mma_f16(c, a0[0], a0[1], a0[2], a0[3], xv.x, xv.y);
+          mma_f16(c, a1[0], a1[1], a1[2], a1[3], xv.z, xv.w);
+          cs[cg][0] = fmaf(c[0], sg, cs[cg][0]);
+          cs[cg][1] = fmaf(c[1], sg, cs[cg][1]);
+          cs[cg][2] = fmaf(c[2], sg8, cs[cg][2]);
+          cs[cg][3] = fmaf(c[3], sg8, cs[cg][3]);
+        }
       }
-      const float x0 = step_scale[tok0 * nsteps + sp], x1 = step_scale[tok1 * nsteps + sp];
-      acc[0] = fmaf(cs[0], x0, acc[0]);
-      acc[1] = fmaf(cs[1], x1, acc[1]);
-      acc[2] = fmaf(cs[2], x0, acc[2]);
-      acc[3] = fmaf(cs[3], x1, acc[3]);
+#pragma unroll
+      for (int cg = 0; cg < G; ++cg) {
+        const float x0 = step_scale[tok0[cg] * nsteps + sp], x1 = step_scale[tok1[cg] * nsteps + sp];
+        acc[cg][0] = fmaf(cs[cg][0], x0, acc[cg][0]);
+        acc[cg][1] = fmaf(cs[cg][1], x1, acc[cg][1]);
+        acc[cg][2] = fmaf(cs[cg][2], x0, acc[cg][2]);
+        acc[cg][3] = fmaf(cs[cg][3], x1, acc[cg][3]);
+      }
       __syncwarp();  // every lane has read this stage before any lane copies into it again
     }
 
     // The ks partial sums of each warp tile in ascending order, then (hi + mid) + lo, times 2^14.
-    red[warp][lane] = make_float4(acc[0], acc[1], acc[2], acc[3]);
+#pragma unroll
+    for (int cg = 0; cg < G; ++cg) red[cg][warp][lane] = make_float4(acc[cg][0], acc[cg][1], acc[cg][2], acc[cg][3]);
     __syncthreads();
-    const int th = static_cast<int>(threadIdx.x);
-    if (th < tiles * kOuts * TOK) {
+    for (int th = static_cast<int>(threadIdx.x); th < tiles * kOuts * TOK; th += kThreads) {
       const int tl = th / (kOuts * TOK), r = (th / TOK) % kOuts, tok = th % TOK;
       // (the weights entered as value x 2^-14)
-      auto row_sum = [&](int rr) { return mma::tile_row_sum(red, tl, ks, rr, tok) * 0x1p14f; };
+      auto row_sum = [&](int rr) { return mma::tile_row_sum(&red[0][0][0], kWarps, tl, ks, rr, tok) * 0x1p14f; };
       float out = row_sum(r);
       if constexpr (kSwiglu) out = skinny::swiglu_clamped(out, row_sum(r + 8), a.limit);
       int64_t ob = col * kOuts * tiles + tl * kOuts;
@@ -272,8 +297,8 @@ TcPolicy moe_gemv_policy() {
 
 template <bool kSwiglu, int TOK>
 void launch_tok(const mg::Args& a, int64_t max_tiles) {
-  const size_t smem = mg::smem_bytes(TOK, a.K);
-  const size_t cta = smem + sizeof(float4) * mg::kWarps * 32 + 1024;
+  const size_t smem = mg::smem_bytes<TOK>(a.K);
+  const size_t cta = smem + sizeof(float4) * mg::column_groups<TOK>() * mg::kWarps * 32 + 1024;
   const int per_sm = 2 * cta <= device_smem_per_sm() ? 2 : 1;
   const auto grid = static_cast<unsigned>(
       std::max<int64_t>(1, std::min<int64_t>(max_tiles * a.ncol, static_cast<int64_t>(device_sm_count()) * per_sm)));
@@ -284,22 +309,21 @@ void launch_tok(const mg::Args& a, int64_t max_tiles) {
 
 }  // namespace
 
-bool moe_gemv_fp4_fits(std::span<const DevMatrix> ws, bool swiglu) {
-  if (ws.empty()) return false;
+int moe_gemv_fp4_tile_rows(std::span<const DevMatrix> ws, bool swiglu) {
+  if (ws.empty()) return 0;
   const int64_t R = ws[0].rows, K = ws[0].cols;
-  if (K <= 0 || K % mg::kStepK != 0 || R < (swiglu ? mg::tile_outs<true>() : mg::tile_outs<false>())) return false;
-  if (mg::smem_bytes(2, K) > mg::kMaxSmem) return false;
+  if (K <= 0 || K % mg::kStepK != 0 || R < (swiglu ? mg::tile_outs<true>() : mg::tile_outs<false>())) return 0;
   for (const DevMatrix& w : ws)
     if (gemm_format(w) != skinny::kF4 || w.scale_dtype != 4 || w.rows != R || w.cols != K || w.scale_cols != K / 32 ||
         reinterpret_cast<uintptr_t>(w.data) % 16 != 0 || reinterpret_cast<uintptr_t>(w.scale) % 4 != 0)
-      return false;
-  return true;
+      return 0;
+  return mg::smem_bytes<4>(K) <= mg::kMaxSmem ? 4 : mg::smem_bytes<2>(K) <= mg::kMaxSmem ? 2 : 0;
 }
 
 bool moe_gemv_fp4_wanted() { return moe_gemv_policy() == TcPolicy::Always; }
 
 void launch_moe_gemv_fp4(bool swiglu, const DevMatrix* wa, const DevMatrix* wb, const MoeTile* tiles,
-                         const int32_t* tile_count, int64_t max_tiles, const int32_t* row_src,
+                         const int32_t* tile_count, int64_t max_tiles, int tile_rows, const int32_t* row_src,
                          const float* x, int64_t K, float* y, int64_t n_out, float limit) {
   if (max_tiles <= 0 || n_out <= 0) return;
   mg::Args a{};
@@ -322,12 +346,19 @@ void launch_moe_gemv_fp4(bool swiglu, const DevMatrix* wa, const DevMatrix* wb, 
   const int64_t per_job = static_cast<int64_t>(outs) * (mg::kWarps / ks);
   a.ncol = (n_out + per_job - 1) / per_job;
   a.limit = limit;
-  // Tiles of 1-2 rows (the plan's tile_rows of 2): one kernel, whose MMAs have room for 2 tokens'
-  // 6 columns either way (a 1-row tile skips the second token's x split).
-  if (swiglu)
-    launch_tok<true, 2>(a, max_tiles);
-  else
-    launch_tok<false, 2>(a, max_tiles);
+  // Tiles of up to 2 rows: one group of 8 B columns (6 in use); up to 4: two. Rows a tile lacks
+  // skip their x split, and their columns read as zeros.
+  if (tile_rows <= 2) {
+    if (swiglu)
+      launch_tok<true, 2>(a, max_tiles);
+    else
+      launch_tok<false, 2>(a, max_tiles);
+  } else {
+    if (swiglu)
+      launch_tok<true, 4>(a, max_tiles);
+    else
+      launch_tok<false, 4>(a, max_tiles);
+  }
 }
 
 }  // namespace deepinfer::cuda

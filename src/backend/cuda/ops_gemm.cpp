@@ -84,7 +84,8 @@ const CudaBackend::ExpertTable& CudaBackend::expert_table(std::span<const backen
   t.tc_down = all_tc({&t.m2});
   t.gate_up_format = common_format({&t.m1, &t.m3});
   t.down_format = common_format({&t.m2});
-  t.fp4_gemv = moe_gemv_fp4_fits(t.m1, true) && moe_gemv_fp4_fits(t.m3, true) && moe_gemv_fp4_fits(t.m2, false);
+  t.fp4_gemv_rows = std::min({moe_gemv_fp4_tile_rows(t.m1, true), moe_gemv_fp4_tile_rows(t.m3, true),
+                              moe_gemv_fp4_tile_rows(t.m2, false)});
   return t;
 }
 
@@ -326,7 +327,16 @@ void CudaBackend::moe_experts_filled(const backend::MoeWeights& w, TensorView x,
   const int f_shared_down = w.shared.w1 && tc_shared ? all_tc({&s2}) : -1;
   // The routed pair shares one plan, whose tiles the CUDA-core tile takes only at <= kGemmTileRows rows:
   // both on the tensor cores or neither.
-  const bool tc_experts = routed > 0 && tensor_cores_for_experts(routed, E);
+  // The routed FP4 experts on the tensor-core decode GEMV where asked for (DEEPINFER_MOE_GEMV=1;
+  // never under batch invariance, whose bits are the CUDA-core tile's): up to 2 rows an expert on
+  // average in tiles of 2 rows (where the CUDA-core stream runs by default), up to 4 (V4-Flash: up
+  // to ~170 decode tokens, now on the tensor-core GEMM) in tiles of 4, which its MMAs take at once.
+  const int64_t per_expert_cap = 2 * std::max<int64_t>(E, 1);
+  const int fp4_tile_rows = routed <= per_expert_cap ? 2 : routed <= 2 * per_expert_cap ? 4 : 0;
+  const bool fp4_gemv = table && fp4_tile_rows > 0 && table->fp4_gemv_rows >= fp4_tile_rows &&
+                        tensor_cores_when(true) && moe_gemv_fp4_wanted() &&
+                        reinterpret_cast<uintptr_t>(x.f32()) % 16 == 0;
+  const bool tc_experts = !fp4_gemv && routed > 0 && tensor_cores_for_experts(routed, E);
   const int f_routed_gu = table && tc_experts ? table->tc_gate_up : -1;
   const int f_routed_down = table && tc_experts ? table->tc_down : -1;
   const bool tc_routed = f_routed_gu >= 0 && f_routed_down >= 0;
@@ -339,9 +349,10 @@ void CudaBackend::moe_experts_filled(const backend::MoeWeights& w, TensorView x,
   // FP8 shared experts at 1-2 tokens: the tensor-core GEMV where tensor cores are allowed (as linear).
   const bool shared_gemv = few_rows && tensor_cores_when(true);
   const bool routed_few = routed <= 2 * std::max<int64_t>(E, 1);
-  const int routed_rows = tc_routed    ? tc_moe_tile_rows(routed / std::max<int64_t>(1, std::min(E, routed)))
-                          : routed_few ? 2
-                                       : kGemmTileRows;
+  const int routed_rows = tc_routed                ? tc_moe_tile_rows(routed / std::max<int64_t>(1, std::min(E, routed)))
+                          : fp4_gemv               ? fp4_tile_rows
+                          : routed_few             ? 2
+                                                   : kGemmTileRows;
   const int64_t max_tiles = routed > 0 ? moe_max_tiles(routed, E, routed_rows) : 0;
   const size_t index_ints = moe_index_ints(E, routed, max_tiles);
 
@@ -404,16 +415,12 @@ void CudaBackend::moe_experts_filled(const backend::MoeWeights& w, TensorView x,
   const MoeIndex ix = moe_index_in(ints_base, E, routed);
   launch_moe_plan(experts.i32(), T, K, E, ix, routed_rows);
   DEEPINFER_CUDA_LAUNCHED();
-  // Tiles of 1-2 rows on the tensor-core FP4 GEMV where asked for (DEEPINFER_MOE_GEMV=1; never
-  // under batch invariance, whose bits are the CUDA-core tile's).
-  const bool fp4_gemv = !tc_routed && routed_few && table->fp4_gemv && tensor_cores_when(true) &&
-                        moe_gemv_fp4_wanted() && reinterpret_cast<uintptr_t>(x.f32()) % 16 == 0 &&
-                        reinterpret_cast<uintptr_t>(h) % 16 == 0;
   if (fp4_gemv) {
     static std::once_flag logged;  // tools/gpu/test.sh checks that it ran where asked for
     std::call_once(logged,
                    [] { fmt::print(stderr, "deepinfer: routed FP4 experts on the tensor-core decode GEMV\n"); });
-    launch_moe_gemv_fp4(true, d1, d3, ix.tiles, ix.tile_count, max_tiles, ix.row_token, x.f32(), D, h, I, limit);
+    launch_moe_gemv_fp4(true, d1, d3, ix.tiles, ix.tile_count, max_tiles, routed_rows, ix.row_token, x.f32(), D, h, I,
+                        limit);
   } else if (tc_routed) {
     launch_moe_gemm_tc(true, f_routed_gu, d1, d3, ix.tiles, ix.tile_count, max_tiles, 0, routed_rows, ix.row_token,
                        x.f32(), T, xc, D, h, I, limit, true);
@@ -423,7 +430,7 @@ void CudaBackend::moe_experts_filled(const backend::MoeWeights& w, TensorView x,
   }
   DEEPINFER_CUDA_LAUNCHED();
   if (fp4_gemv) {
-    launch_moe_gemv_fp4(false, d2, d2, ix.tiles, ix.tile_count, max_tiles, nullptr, h, I, ye, D, 0.0f);
+    launch_moe_gemv_fp4(false, d2, d2, ix.tiles, ix.tile_count, max_tiles, routed_rows, nullptr, h, I, ye, D, 0.0f);
   } else if (tc_routed) {
     launch_moe_gemm_tc(false, f_routed_down, d2, d2, ix.tiles, ix.tile_count, max_tiles, 0, routed_rows, nullptr, h,
                        routed, hc, I, ye, D, 0.0f, true);
