@@ -47,7 +47,6 @@ constexpr int kWarps = 8, kThreads = 32 * kWarps;
 constexpr int kTileRows = 16;     // weight rows of a warp (the MMA's M)
 constexpr int64_t kStepK = 128;   // columns of a step: 4 scale blocks, one x power of two
 constexpr int kPlanePad = 32;     // f16 after each x plane: 16-byte reads of planes g, g + 1 miss each other's banks
-constexpr int kTargetWarps = 2 * 132 * kWarps;  // split K until about this many warps are busy
 // A warp's stage: 2 pieces (rows g, g + 8) of 16 bytes a lane, then 2 scale words a lane.
 constexpr size_t kPieceBytes = 2 * 32 * 16;
 constexpr size_t kWarpStageBytes = kPieceBytes + 32 * 2 * 4;
@@ -296,12 +295,21 @@ TcPolicy moe_gemv_policy() {
 }
 
 template <bool kSwiglu, int TOK>
-void launch_tok(const mg::Args& a, int64_t max_tiles) {
+void launch_tok(mg::Args a, int64_t max_tiles) {
   const size_t smem = mg::smem_bytes<TOK>(a.K);
   const size_t cta = smem + sizeof(float4) * mg::column_groups<TOK>() * mg::kWarps * 32 + 1024;
-  const int per_sm = 2 * cta <= device_smem_per_sm() ? 2 : 1;
-  const auto grid = static_cast<unsigned>(
-      std::max<int64_t>(1, std::min<int64_t>(max_tiles * a.ncol, static_cast<int64_t>(device_sm_count()) * per_sm)));
+  const int64_t resident = static_cast<int64_t>(device_sm_count()) * (2 * cta <= device_smem_per_sm() ? 2 : 1);
+  // Split K (from the shapes and the plan's bound only, never the routing) while the jobs would
+  // leave resident CTAs idle (batch 1: 6 tiles x 32 column tiles for 264 CTAs), keeping at least 4
+  // steps a warp.
+  constexpr int outs = mg::tile_outs<kSwiglu>();
+  const int64_t nsteps = a.K / mg::kStepK;
+  auto column_tiles = [&](int ks) { return (a.n_out + outs * (mg::kWarps / ks) - 1) / (outs * (mg::kWarps / ks)); };
+  int ks = 1;
+  while (ks < mg::kWarps && 4 * ks * 2 <= nsteps && max_tiles * column_tiles(ks) < resident) ks *= 2;
+  a.ks = ks;
+  a.ncol = column_tiles(ks);
+  const auto grid = static_cast<unsigned>(std::max<int64_t>(1, std::min(max_tiles * a.ncol, resident)));
   // A refused shared-memory size stays in cudaGetLastError for the caller's launch check.
   if (allow_dynamic_smem<mg::moe_gemv_fp4_kernel<TOK, kSwiglu>>(mg::kMaxSmem))
     launch(mg::moe_gemv_fp4_kernel<TOK, kSwiglu>, grid, mg::kThreads, smem, a);
@@ -336,15 +344,6 @@ void launch_moe_gemv_fp4(bool swiglu, const DevMatrix* wa, const DevMatrix* wb, 
   a.y = y;
   a.K = K;
   a.n_out = n_out;
-  // Split K (from the shape and the plan's bound only) until about kTargetWarps warps are busy,
-  // with at least 4 steps a warp.
-  const int outs = swiglu ? mg::tile_outs<true>() : mg::tile_outs<false>();
-  const int64_t warp_tiles = max_tiles * ((n_out + outs - 1) / outs), nsteps = K / mg::kStepK;
-  int ks = 1;
-  while (ks < mg::kWarps && 4 * ks * 2 <= nsteps && warp_tiles * ks * 2 <= mg::kTargetWarps) ks *= 2;
-  a.ks = ks;
-  const int64_t per_job = static_cast<int64_t>(outs) * (mg::kWarps / ks);
-  a.ncol = (n_out + per_job - 1) / per_job;
   a.limit = limit;
   // Tiles of up to 2 rows: one group of 8 B columns (6 in use); up to 4: two. Rows a tile lacks
   // skip their x split, and their columns read as zeros.
