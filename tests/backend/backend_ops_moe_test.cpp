@@ -228,11 +228,7 @@ TEST_P(BackendOps, MoeExpertsSwigluWithClampsAndSharedExpert) {
     for (float limit : {0.05f, 10.0f}) {  // clamps active / inactive
       backend::MoeWeights mw{views, shared.view(), limit};
       auto x = randoms(static_cast<size_t>(T * D));
-      std::vector<int32_t> chosen(static_cast<size_t>(T * K));
-      for (int64_t t = 0; t < T; ++t) {  // K distinct experts per token; expert 5 never used
-        chosen[t * K] = static_cast<int32_t>(uniform_int(0, E - 2));
-        do chosen[t * K + 1] = static_cast<int32_t>(uniform_int(0, E - 2)); while (chosen[t * K + 1] == chosen[t * K]);
-      }
+      std::vector<int32_t> chosen = two_distinct_experts(T, E - 1);  // expert E - 1 never used
       if (T == 2) chosen[3] = chosen[2];
       if (T == 6)
         for (int64_t t = 0; t < T; ++t) chosen[t * K] = 0, chosen[t * K + 1] = static_cast<int32_t>(1 + t % 4);
@@ -266,11 +262,7 @@ TEST_P(BackendOps, MoeExpertsFp4DecodeTiles) {
     for (float limit : {0.05f, 10.0f}) {
       backend::MoeWeights mw{views, shared.view(), limit};
       auto x = randoms(static_cast<size_t>(T * D));
-      std::vector<int32_t> chosen(static_cast<size_t>(T * K));
-      for (int64_t t = 0; t < T; ++t) {
-        chosen[t * K] = static_cast<int32_t>(uniform_int(0, E - 1));
-        do chosen[t * K + 1] = static_cast<int32_t>(uniform_int(0, E - 1)); while (chosen[t * K + 1] == chosen[t * K]);
-      }
+      std::vector<int32_t> chosen = two_distinct_experts(T, E);
       if (T == 2) chosen[3] = chosen[2];
       if (T == 6 || T == 11)
         for (int64_t t = 0; t < T; ++t) chosen[t * K] = 0, chosen[t * K + 1] = static_cast<int32_t>(1 + t % 5);
@@ -345,11 +337,7 @@ TEST_P(BackendOps, MoeExpertsEqualsItsParts) {
       for (const auto& e : experts) views.push_back(e.view());
       backend::MoeWeights mw{views, shared.view(), 0.5f};
       const auto x = randoms(static_cast<size_t>(T * D));
-      std::vector<int32_t> chosen(static_cast<size_t>(T * K));
-      for (int64_t t = 0; t < T; ++t) {
-        chosen[t * K] = static_cast<int32_t>(uniform_int(0, E - 1));
-        do chosen[t * K + 1] = static_cast<int32_t>(uniform_int(0, E - 1)); while (chosen[t * K + 1] == chosen[t * K]);
-      }
+      std::vector<int32_t> chosen = two_distinct_experts(T, E);
       const auto weights = randoms(static_cast<size_t>(T * K));
       const auto dx = on_device(x);
       const auto d_chosen = on_device(chosen);
@@ -432,11 +420,7 @@ TEST_P(BackendOps, MoeExpertsManyRowsPerExpert) {
     const float limit = 10.0f;
     backend::MoeWeights mw{views, shared.view(), limit};
     auto x = randoms(static_cast<size_t>(T * D));
-    std::vector<int32_t> chosen(static_cast<size_t>(T * K));
-    for (int64_t t = 0; t < T; ++t) {
-      chosen[t * K] = static_cast<int32_t>(uniform_int(0, E - 1));
-      do chosen[t * K + 1] = static_cast<int32_t>(uniform_int(0, E - 1)); while (chosen[t * K + 1] == chosen[t * K]);
-    }
+    std::vector<int32_t> chosen = two_distinct_experts(T, E);
     auto weights = randoms(static_cast<size_t>(T * K));
     const auto dx = on_device(x);
     const auto d_chosen = on_device(chosen);

@@ -163,6 +163,15 @@ class BackendOps : public testing::TestWithParam<BackendCase> {
   int64_t uniform_int(int64_t lo, int64_t hi) {  // [lo, hi]
     return std::uniform_int_distribution<int64_t>(lo, hi)(rng);
   }
+  // Top-2 expert ids of T tokens, [T, 2]: two distinct ids in [0, experts) per token.
+  std::vector<int32_t> two_distinct_experts(int64_t T, int64_t experts) {
+    std::vector<int32_t> chosen(static_cast<size_t>(T * 2));
+    for (int64_t t = 0; t < T; ++t) {
+      chosen[t * 2] = static_cast<int32_t>(uniform_int(0, experts - 1));
+      do chosen[t * 2 + 1] = static_cast<int32_t>(uniform_int(0, experts - 1)); while (chosen[t * 2 + 1] == chosen[t * 2]);
+    }
+    return chosen;
+  }
 
   // Host data uploaded into a fresh tensor in the backend's memory.
   template <typename T>

@@ -96,9 +96,8 @@ using mma::mma_f16;
 using mma::pack_f16;
 
 // x of group `group` into the planes: warp w takes 128-column blocks w, w + 8, ...; lane l its
-// columns 4 l .. 4 l + 3. The block's largest magnitude m gives e with m 2^-e in [2^14, 2^15)
-// (e clamped to [-110, 113]: both 2^e and 2^-e are normal floats; 0 for inf / NaN, which then
-// reach the output as the reference's arithmetic would carry them, or as NaN).
+// columns 4 l .. 4 l + 3, each block scaled by 2^-e for its largest magnitude
+// (mma::f16_block_exponent) and split into three f16 parts (mma::split3_f16).
 template <int TOK>
 __device__ void split_x(const Args& a, int64_t group, __half* planes, float* block_scale) {
   const int lane = static_cast<int>(threadIdx.x) & 31, warp = static_cast<int>(threadIdx.x) >> 5;
@@ -120,21 +119,13 @@ __device__ void split_x(const Args& a, int64_t group, __half* planes, float* blo
         float m = fmaxf(fmaxf(fabsf(v[i].x), fabsf(v[i].y)), fmaxf(fabsf(v[i].z), fabsf(v[i].w)));
 #pragma unroll
         for (int d = 16; d >= 1; d >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, d));
-        const int biased = static_cast<int>((__float_as_uint(m) >> 23) & 0xffu);
-        const int e = biased == 0xff ? 0 : max(biased - 126 - 15, -110);
-        const float to_f16 = __uint_as_float(static_cast<uint32_t>(127 - e) << 23);
-        if (lane == 0) block_scale[tok * nblocks + blk] = __uint_as_float(static_cast<uint32_t>(127 + e) << 23);
+        const int e = mma::f16_block_exponent(m);
+        const float to_f16 = mma::pow2f(-e);
+        if (lane == 0) block_scale[tok * nblocks + blk] = mma::pow2f(e);
         const float xs[4] = {v[i].x * to_f16, v[i].y * to_f16, v[i].z * to_f16, v[i].w * to_f16};
         __half part[3][4];
 #pragma unroll
-        for (int q = 0; q < 4; ++q) {
-          const __half hi = __float2half_rn(xs[q]);
-          const float r1 = xs[q] - __half2float(hi);  // exact: the rounding error of hi
-          const __half mid = __float2half_rn(r1);
-          part[0][q] = hi;
-          part[1][q] = mid;
-          part[2][q] = __float2half_rn(r1 - __half2float(mid));
-        }
+        for (int q = 0; q < 4; ++q) mma::split3_f16(xs[q], part[0][q], part[1][q], part[2][q]);
 #pragma unroll
         for (int p = 0; p < 3; ++p)
           *reinterpret_cast<uint2*>(planes + (3 * tok + p) * stride + k) =

@@ -36,6 +36,24 @@ __device__ __forceinline__ uint32_t pack_f16(__half lo, __half hi) {
   return static_cast<uint32_t>(__half_as_ushort(lo)) | (static_cast<uint32_t>(__half_as_ushort(hi)) << 16);
 }
 
+// The decode GEMVs' x split. A block of x whose largest magnitude is m is scaled by 2^-e with
+// m 2^-e in [2^14, 2^15) (f16 has 5 exponent bits; e clamped to [-110, 113] so that 2^e and 2^-e
+// are normal floats; 0 for inf / NaN, which then reach the output as the reference's arithmetic
+// would carry them, or as NaN). Returns e.
+__device__ __forceinline__ int f16_block_exponent(float m) {
+  const int biased = static_cast<int>((__float_as_uint(m) >> 23) & 0xffu);
+  return biased == 0xff ? 0 : max(biased - 126 - 15, -110);
+}
+__device__ __forceinline__ float pow2f(int e) { return __uint_as_float(static_cast<uint32_t>(127 + e) << 23); }
+// xs (already scaled) as three f16 parts hi + mid + lo: 33 significant bits, so they sum to xs as
+// exactly as float32 holds it.
+__device__ __forceinline__ void split3_f16(float xs, __half& hi, __half& mid, __half& lo) {
+  hi = __float2half_rn(xs);
+  const float r1 = xs - __half2float(hi);  // exact: the rounding error of hi
+  mid = __float2half_rn(r1);
+  lo = __float2half_rn(r1 - __half2float(mid));
+}
+
 // The decode GEMVs' epilogue: row rr (0..15) of warp tile tl for token tok, from every warp's
 // accumulators red[(cg * warps + warp) * 32 + lane] = (C[g][2t], C[g][2t+1], C[g+8][2t], C[g+8][2t+1])
 // of B column group cg, where B column 3 tok + p holds part p of the token's x: the ks split-K

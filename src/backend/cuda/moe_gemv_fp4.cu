@@ -42,6 +42,7 @@ using mma::copies_wait;
 using mma::copy16_async;
 using mma::copy4_async;
 using mma::mma_f16;
+using mma::pack_f16;
 
 constexpr int kWarps = 8, kThreads = 32 * kWarps;
 constexpr int kTileRows = 16;     // weight rows of a warp (the MMA's M)
@@ -91,13 +92,9 @@ __host__ __device__ constexpr size_t smem_bytes(int64_t K) {
          static_cast<size_t>(TOK * (K / kStepK)) * 4;
 }
 
-__device__ __forceinline__ uint32_t f16_word(__half lo, __half hi) {
-  return static_cast<uint32_t>(__half_as_ushort(lo)) | (static_cast<uint32_t>(__half_as_ushort(hi)) << 16);
-}
-
 // The tile's x rows into the planes: half-warp h of warp w takes steps 2 w + h, + 16, ...; lane l
 // of it columns 8 l .. 8 l + 7 of the step, stored in f4_mma_x_position order. The step's largest
-// magnitude m gives e with m 2^-e in [2^14, 2^15) (as decode_gemv_tc.cu's split_x). Rows past
+// magnitude sets its power of two (mma::f16_block_exponent), as in decode_gemv_tc.cu's split_x. Rows past
 // `rows` get no planes: the MMAs read zeros for their columns.
 template <int TOK>
 __device__ void split_x(const Args& a, int64_t rb, int rows, __half* planes, float* step_scale) {
@@ -125,27 +122,20 @@ __device__ void split_x(const Args& a, int64_t rb, int rows, __half* planes, flo
 #pragma unroll
       for (int d = 8; d >= 1; d >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, d, 16));
       if (!in) continue;
-      const int biased = static_cast<int>((__float_as_uint(m) >> 23) & 0xffu);
-      const int e = biased == 0xff ? 0 : max(biased - 126 - 15, -110);
-      const float to_f16 = __uint_as_float(static_cast<uint32_t>(127 - e) << 23);
-      if (hl == 0) step_scale[tok * nsteps + st] = __uint_as_float(static_cast<uint32_t>(127 + e) << 23);
+      const int e = mma::f16_block_exponent(m);
+      const float to_f16 = mma::pow2f(-e);
+      if (hl == 0) step_scale[tok * nsteps + st] = mma::pow2f(e);
       __half part[3][8];
 #pragma unroll
       for (int c = 0; c < 8; ++c) {
-        const float xs = v[c] * to_f16;
-        const __half hi = __float2half_rn(xs);
-        const float r1 = xs - __half2float(hi);  // exact: the rounding error of hi
-        const __half mid = __float2half_rn(r1);
         const int pos = f4_mma_x_position(c);
-        part[0][pos] = hi;
-        part[1][pos] = mid;
-        part[2][pos] = __float2half_rn(r1 - __half2float(mid));
+        mma::split3_f16(v[c] * to_f16, part[0][pos], part[1][pos], part[2][pos]);
       }
 #pragma unroll
       for (int p = 0; p < 3; ++p)
         *reinterpret_cast<uint4*>(planes + (3 * tok + p) * stride + st * kStepK + 8 * hl) =
-            make_uint4(f16_word(part[p][0], part[p][1]), f16_word(part[p][2], part[p][3]),
-                       f16_word(part[p][4], part[p][5]), f16_word(part[p][6], part[p][7]));
+            make_uint4(pack_f16(part[p][0], part[p][1]), pack_f16(part[p][2], part[p][3]),
+                       pack_f16(part[p][4], part[p][5]), pack_f16(part[p][6], part[p][7]));
     }
   }
 }

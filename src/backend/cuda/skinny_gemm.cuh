@@ -300,9 +300,14 @@ template <int F>
 __device__ __forceinline__ int64_t scale_row(const DevMatrix& w, int64_t row) {
   return F == kF8 ? (row / (w.block_rows > 0 ? w.block_rows : 1)) * w.scale_cols : row * w.scale_cols;
 }
-// The scale of the lane chunk at k0 (s) and, for FP4's bit trick, s * 2^126 (S); true when that
-// product overflowed (the chunk then takes the exact decoding).
-template <int F>
+// FP4 chunks of 1-2 rows take word_fma_f4, more rows quad_fma (the same bits).
+template <int F, int RM>
+constexpr bool kFp4Words = F == kF4 && RM <= 2;
+
+// The scale of the lane chunk at k0 (s) and, for FP4, s times the decoding's constant (S: 2^14 for
+// word_fma_f4's f16 pairs, 2^126 for decode4's bit trick); true when that product overflowed (the
+// chunk then takes the exact decoding).
+template <int F, bool kWords>
 __device__ __forceinline__ bool chunk_scale(const DevMatrix& w, int64_t srow, int64_t k0, int bshift, float& s,
                                             float& S) {
   s = S = 1.0f;
@@ -310,7 +315,7 @@ __device__ __forceinline__ bool chunk_scale(const DevMatrix& w, int64_t srow, in
     s = S = scale_at<F>(w, srow, k0, bshift);
   } else if constexpr (F == kF4) {
     s = scale_at<F>(w, srow, k0, 0);
-    S = s * 0x1p126f;
+    S = s * (kWords ? 0x1p14f : 0x1p126f);
     return fabsf(S) == INFINITY && fabsf(s) != INFINITY;
   }
   return false;
@@ -335,17 +340,11 @@ __device__ __forceinline__ void slab_fma(const MatOf& mat, const uint4* raw, con
   float s[kRW], S[kRW];
   bool exact = false;
 #pragma unroll
-  for (int r = 0; r < kRW; ++r) exact |= chunk_scale<F>(mat(r), srow[r], k0, bshift[r], s[r], S[r]);
-  if constexpr (F == kF4 && RM <= 2) {
-    float S14[kRW];  // s * 2^14 (word_fma_f4); infinite only for scales of 2^114 and up
-    bool huge = false;
-#pragma unroll
-    for (int r = 0; r < kRW; ++r) {
-      S14[r] = s[r] * 0x1p14f;
-      huge |= fabsf(S14[r]) == INFINITY;
-    }
-    if (!huge)
-      chunk_fma_f4<RM>(raw, S14, xr, k0, x_vec, acc);
+  for (int r = 0; r < kRW; ++r)
+    exact |= chunk_scale<F, kFp4Words<F, RM>>(mat(r), srow[r], k0, bshift[r], s[r], S[r]);
+  if constexpr (kFp4Words<F, RM>) {
+    if (!exact)
+      chunk_fma_f4<RM>(raw, S, xr, k0, x_vec, acc);
     else
       chunk_fma<F, RM, true>(raw, s, S, xr, k0, x_vec, acc);
   } else {
