@@ -166,8 +166,7 @@ void ThreadPool::worker_loop(size_t index) {
       // and free the exception as soon as pending_ reaches 0 (TSan saw that free race the
       // worker's late release).
       std::lock_guard lock(mutex_);
-      record_error(std::move(error));
-      error = nullptr;
+      record_error(std::move(error));  // (leaves error null)
     }
     if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
       std::lock_guard lock(mutex_);  // pairs with the caller's predicate check under mutex_

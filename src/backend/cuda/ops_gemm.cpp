@@ -331,8 +331,8 @@ void CudaBackend::moe_experts_filled(const backend::MoeWeights& w, TensorView x,
   // never under batch invariance, whose bits are the CUDA-core tile's): up to 2 rows an expert on
   // average in tiles of 2 rows (where the CUDA-core stream runs by default), up to 4 (V4-Flash: up
   // to ~170 decode tokens, now on the tensor-core GEMM) in tiles of 4, which its MMAs take at once.
-  const int64_t per_expert_cap = 2 * std::max<int64_t>(E, 1);
-  const int fp4_tile_rows = routed <= per_expert_cap ? 2 : routed <= 2 * per_expert_cap ? 4 : 0;
+  const bool routed_few = routed <= 2 * std::max<int64_t>(E, 1);
+  const int fp4_tile_rows = routed_few ? 2 : routed <= 4 * std::max<int64_t>(E, 1) ? 4 : 0;
   const bool fp4_gemv = table && fp4_tile_rows > 0 && table->fp4_gemv_rows >= fp4_tile_rows &&
                         tensor_cores_when(true) && moe_gemv_fp4_wanted() &&
                         reinterpret_cast<uintptr_t>(x.f32()) % 16 == 0;
@@ -343,12 +343,11 @@ void CudaBackend::moe_experts_filled(const backend::MoeWeights& w, TensorView x,
   const int shared_rows = tc_moe_tile_rows(T);  // tensor-core schedules only
   // The CUDA-core kernels built for chunks of 1-2 rows (fewer registers): the shared expert at 1-2
   // tokens; the routed experts while they average at most 2 rows each (decode up to 2 E / top_k tokens:
-  // 85 for V4-Flash's 256 experts, top 6), whose plan then cuts tiles of 2 rows (an expert with more rows gets several tiles, which
+  // 85 for V4-Flash's 256 experts, top 6; routed_few), whose plan then cuts tiles of 2 rows (an expert with more rows gets several tiles, which
   // run side by side and share its weights in L2).
   const bool few_rows = T <= 2;
   // FP8 shared experts at 1-2 tokens: the tensor-core GEMV where tensor cores are allowed (as linear).
   const bool shared_gemv = few_rows && tensor_cores_when(true);
-  const bool routed_few = routed <= 2 * std::max<int64_t>(E, 1);
   const int routed_rows = tc_routed                ? tc_moe_tile_rows(routed / std::max<int64_t>(1, std::min(E, routed)))
                           : fp4_gemv               ? fp4_tile_rows
                           : routed_few             ? 2
