@@ -36,6 +36,16 @@ def main():
     norm = next(l for l in lines if "rms_norm_kernel" in l)
     cells = [c.strip() for c in norm.strip("|").split("|")]
     assert cells[2:] == ["0.005", "1", "1.0", "0.20", "20.0"], cells  # 1 MB in 5 us; floor 0.25 us
+    # Newer ncu releases abbreviate the units (ns, B, MB) and group digits with commas: same sums.
+    short = (EXPORT.replace('"Mbyte","Kbyte","usecond"', '"B","KB","ns"').replace('"50","0","47"', '"50,000,000","0","47,000"')
+             .replace('"0.5","500","5"', '"500,000","500","5,000"').replace('"50","0","53"', '"50,000,000","0","53,000"'))
+    with tempfile.NamedTemporaryFile("w", suffix=f".{os.getpid()}.csv", delete=False) as f:
+        f.write(short)
+        path = f.name
+    try:
+        assert ncu_summary.summarize(path, "test", 4.0) == text
+    finally:
+        os.unlink(path)
     # An unknown unit is an error, not a silent misreading.
     bad = EXPORT.replace('"usecond"', '"furlong"')
     with tempfile.NamedTemporaryFile("w", suffix=f".{os.getpid()}.csv", delete=False) as f:

@@ -10,8 +10,10 @@ import csv
 import sys
 
 # ncu scales units per column (auto): to nanoseconds and bytes.
-SCALE = {"nsecond": 1.0, "usecond": 1e3, "msecond": 1e6, "second": 1e9,
-         "byte": 1.0, "Kbyte": 1e3, "Mbyte": 1e6, "Gbyte": 1e9, "Tbyte": 1e12}
+# Older releases spell them out (nsecond, Kbyte), newer ones abbreviate (ns, KB).
+SCALE = {"nsecond": 1.0, "usecond": 1e3, "msecond": 1e6, "second": 1e9, "ns": 1.0, "us": 1e3, "ms": 1e6, "s": 1e9,
+         "byte": 1.0, "Kbyte": 1e3, "Mbyte": 1e6, "Gbyte": 1e9, "Tbyte": 1e12,
+         "B": 1.0, "KB": 1e3, "MB": 1e6, "GB": 1e9, "TB": 1e12}
 NOISE = ("void ", "(anonymous namespace)::", "<unnamed>::", "unnamed>::", "deepinfer::cuda::", "tc::")
 
 

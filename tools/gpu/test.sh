@@ -40,10 +40,13 @@ run model_batched_tc_pinned env DEEPINFER_TC_GEMM=1 DEEPINFER_DEVICE=cuda .gpu/t
 run backend_ops_decode_gemv env DEEPINFER_DECODE_GEMV=1 .gpu/test_backend \
   --gtest_filter='*BackendOps*Linear*:*BackendOps*Moe*:*BackendOps*Grouped*'
 run model_parity_decode_gemv env DEEPINFER_DECODE_GEMV=1 DEEPINFER_DEVICE=cuda .gpu/test_model
-# The routed FP4 experts on the tensor-core decode GEMV (moe_gemv_fp4.cu, opt-in until measured)
-# wherever it fits: the MoE op tests and the model parity; its first use prints a line (checked).
+# The routed FP4 experts on the tensor-core decode GEMV (moe_gemv_fp4.cu; by default from 2 tokens
+# on) wherever it fits: the MoE op tests and the model parity; its first use prints a line (checked).
+# Then with it off: the CUDA-core stream and tensor-core GEMM it replaces by default.
 run backend_ops_moe_gemv env DEEPINFER_MOE_GEMV=1 .gpu/test_backend --gtest_filter='*BackendOps*Moe*'
 run model_parity_moe_gemv env DEEPINFER_MOE_GEMV=1 DEEPINFER_DEVICE=cuda .gpu/test_model
+run backend_ops_moe_gemv_off env DEEPINFER_MOE_GEMV=0 .gpu/test_backend --gtest_filter='*BackendOps*Moe*'
+run model_parity_moe_gemv_off env DEEPINFER_MOE_GEMV=0 DEEPINFER_DEVICE=cuda .gpu/test_model
 grep -q "routed FP4 experts on the tensor-core decode GEMV" "$out/backend_ops_moe_gemv.log" ||
   { echo "--- backend_ops_moe_gemv: the FP4 GEMV never ran"; failures=$((failures + 1)); }
 # The cuBLASLt GEMM (cublas_linear.h) at every linear it takes, not only prefill-sized ones; the

@@ -129,9 +129,14 @@ bool launch_decode_swiglu_tc(const DevMatrix& w1, const DevMatrix& w3, const flo
                              float* h);
 
 // --- routed FP4 experts of a decode step on the tensor cores (moe_gemv_fp4.cu) ---
-// Opt-in while it is measured: DEEPINFER_MOE_GEMV=1 runs it for the routed experts of calls of up
-// to 4 rows an expert on average, where the matrices fit; unset / 0 keeps the other kernels.
-bool moe_gemv_fp4_wanted();
+// For the routed experts of calls of up to 4 rows an expert on average, where the matrices fit.
+// DEEPINFER_MOE_GEMV (read once): 0 never, 1 at every such call (the tests), unset / auto at calls
+// of at least moe_gemv_fp4_min_tokens() tokens while DEEPINFER_TC_GEMM is auto. H100, docs/perf.md
+// session 21: at one token the CUDA-core stream is as fast (ncu: 0.31 vs 0.33 ms), at two they tie,
+// from four on this kernel wins (decode step B=4 3.32 -> 3.09 ms, B=128 32.6 -> 25.1 ms).
+bool moe_gemv_fp4_wanted(int64_t tokens);
+// Auto's threshold (DEEPINFER_MOE_GEMV_MIN_TOKENS overrides it, for measurements).
+int64_t moe_gemv_fp4_min_tokens();
 // The most rows a plan tile may hold for it (4, 2, or 0: it does not take these matrices): every
 // matrix of `ws` (one per expert) FP4 with E8M0 per 32 columns, columns a multiple of 128, 16-byte
 // rows, 4-byte aligned scales, at least one warp tile of rows; 4-row tiles need more shared memory.

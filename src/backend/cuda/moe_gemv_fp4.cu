@@ -318,7 +318,20 @@ int moe_gemv_fp4_tile_rows(std::span<const DevMatrix> ws, bool swiglu) {
   return mg::smem_bytes<4>(K) <= mg::kMaxSmem ? 4 : mg::smem_bytes<2>(K) <= mg::kMaxSmem ? 2 : 0;
 }
 
-bool moe_gemv_fp4_wanted() { return moe_gemv_policy() == TcPolicy::Always; }
+int64_t moe_gemv_fp4_min_tokens() {
+  static const int64_t n = positive_env("DEEPINFER_MOE_GEMV_MIN_TOKENS", 2);
+  return n;
+}
+
+bool moe_gemv_fp4_wanted(int64_t tokens) {
+  switch (moe_gemv_policy()) {
+    case TcPolicy::Never: return false;
+    case TcPolicy::Always: return true;
+    // Not while DEEPINFER_TC_GEMM pins every GEMM to the tensor-core GEMM (or off them): a row's bits
+    // then do not depend on the call's rows (batching_keeps_bits), which two kernels would break.
+    default: return tc_policy() == TcPolicy::Auto && tokens >= moe_gemv_fp4_min_tokens();
+  }
+}
 
 void launch_moe_gemv_fp4(bool swiglu, const DevMatrix* wa, const DevMatrix* wb, const MoeTile* tiles,
                          const int32_t* tile_count, int64_t max_tiles, int tile_rows, const int32_t* row_src,

@@ -327,14 +327,13 @@ void CudaBackend::moe_experts_filled(const backend::MoeWeights& w, TensorView x,
   const int f_shared_down = w.shared.w1 && tc_shared ? all_tc({&s2}) : -1;
   // The routed pair shares one plan, whose tiles the CUDA-core tile takes only at <= kGemmTileRows rows:
   // both on the tensor cores or neither.
-  // The routed FP4 experts on the tensor-core decode GEMV where asked for (DEEPINFER_MOE_GEMV=1;
-  // never under batch invariance, whose bits are the CUDA-core tile's): up to 2 rows an expert on
-  // average in tiles of 2 rows (where the CUDA-core stream runs by default), up to 4 (V4-Flash: up
-  // to ~170 decode tokens, now on the tensor-core GEMM) in tiles of 4, which its MMAs take at once.
+  // The routed FP4 experts on the tensor-core decode GEMV (moe_gemv_fp4_wanted; never under batch
+  // invariance, whose bits are the CUDA-core tile's): up to 2 rows an expert on average in tiles of
+  // 2 rows, up to 4 (V4-Flash: up to ~170 decode tokens) in tiles of 4, which its MMAs take at once.
   const bool routed_few = routed <= 2 * std::max<int64_t>(E, 1);
   const int fp4_tile_rows = routed_few ? 2 : routed <= 4 * std::max<int64_t>(E, 1) ? 4 : 0;
   const bool fp4_gemv = table && fp4_tile_rows > 0 && table->fp4_gemv_rows >= fp4_tile_rows &&
-                        tensor_cores_when(true) && moe_gemv_fp4_wanted() &&
+                        tensor_cores_when(true) && moe_gemv_fp4_wanted(T) &&
                         reinterpret_cast<uintptr_t>(x.f32()) % 16 == 0;
   const bool tc_experts = !fp4_gemv && routed > 0 && tensor_cores_for_experts(routed, E);
   const int f_routed_gu = table && tc_experts ? table->tc_gate_up : -1;
