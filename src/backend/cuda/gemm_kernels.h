@@ -178,8 +178,18 @@ bool tc_reads_x(int64_t rows, const float* x);
 size_t tc_split_bytes(int64_t rows, int64_t groups, int64_t C);
 void launch_tc_split_x(const float* x, int64_t rows, int64_t groups, int64_t C, void* out);
 // launch_linear on the tensor cores (fmt = tc_format(w)); xc: room for the split x
-// (tc_split_bytes(tokens, groups, C)), unused when tc_reads_x(tokens, x).
-void launch_linear_tc(int fmt, const DevMatrix& w, int64_t groups, const float* x, void* xc, int64_t tokens, float* y);
+// (tc_split_bytes(tokens, groups, C)), unused when tc_reads_x(tokens, x); part: room for the
+// grid-split schedule's slice partials (tc_slice_bytes; unused when that is 0).
+void launch_linear_tc(int fmt, const DevMatrix& w, int64_t groups, const float* x, void* xc, int64_t tokens, float* y,
+                      float* part);
+// The grid-split schedule, opt-in until measured (DEEPINFER_TC_GRID_SPLIT=1): calls of more than 8
+// tokens stage x in shared memory for every CTA (the 8 warps of a CTA read it once from L2, not once
+// each: ncu, H100, batch 32: the FP8 / BF16 linears moved 0.4-0.5 TB/s), and where whole-K CTAs
+// would not fill the SMs each slice of the split schedule gets its own CTAs, their partials then
+// summed in slice order (sum_slices_kernel, launched by launch_linear_tc). The same MMAs, the same bits.
+bool tc_grid_split_wanted();
+// Bytes of the slice partials launch_linear_tc needs for this call (0: none).
+size_t tc_slice_bytes(const DevMatrix& w, int64_t groups, int64_t tokens, const float* x);
 // Rows per MoE tile for the tensor-core GEMM at about rows_per_expert rows per expert (8, 32 or 64).
 int tc_moe_tile_rows(int64_t rows_per_expert);
 // launch_moe_gate_up (swiglu) / launch_moe_down on the tensor cores: fmt the tc_format of all the

@@ -2,6 +2,7 @@
 // validation, weight mirrors and staging; the kernels are in gemm_kernels.cu.
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <initializer_list>
 #include <mutex>
 #include <vector>
@@ -160,7 +161,13 @@ void CudaBackend::linear_any(const WeightMatrix& w, int64_t groups, TensorView x
   const int fmt = tensor_cores_for(T) ? tc_format(dw) : -1;
   if (fmt >= 0) {
     void* xc = tc_reads_x(T, x.f32()) ? nullptr : scratch(tc_split_bytes(T, groups, w.cols), kTcScratch);
-    launch_linear_tc(fmt, dw, groups, x.f32(), xc, T, y.f32());
+    const size_t part_bytes = tc_slice_bytes(dw, groups, T, x.f32());
+    auto* part = part_bytes ? static_cast<float*>(scratch(part_bytes, kTcScratch + 1)) : nullptr;
+    if (part) {
+      static std::once_flag logged;  // tools/gpu/test.sh checks that it ran where asked for
+      std::call_once(logged, [] { fmt::print(stderr, "deepinfer: tensor-core GEMM slices on their own CTAs\n"); });
+    }
+    launch_linear_tc(fmt, dw, groups, x.f32(), xc, T, y.f32(), part);
   } else if (T > 2 || !tensor_cores_when(true) || !launch_decode_gemv_tc(dw, groups, x.f32(), T, y.f32())) {
     launch_linear(dw, groups, x.f32(), T, y.f32());
   }
@@ -414,9 +421,10 @@ void CudaBackend::moe_experts_filled(const backend::MoeWeights& w, TensorView x,
   launch_moe_plan(experts.i32(), T, K, E, ix, routed_rows);
   DEEPINFER_CUDA_LAUNCHED();
   if (fp4_gemv) {
-    static std::once_flag logged;  // tools/gpu/test.sh checks that it ran where asked for
-    std::call_once(logged,
-                   [] { fmt::print(stderr, "deepinfer: routed FP4 experts on the tensor-core decode GEMV\n"); });
+    static std::once_flag logged;  // tools/gpu/test.sh checks that it ran where asked for (only then)
+    if (std::getenv("DEEPINFER_MOE_GEMV"))
+      std::call_once(logged,
+                     [] { fmt::print(stderr, "deepinfer: routed FP4 experts on the tensor-core decode GEMV\n"); });
     launch_moe_gemv_fp4(true, d1, d3, ix.tiles, ix.tile_count, max_tiles, routed_rows, ix.row_token, x.f32(), D, h, I,
                         limit);
   } else if (tc_routed) {
