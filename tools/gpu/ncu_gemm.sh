@@ -6,7 +6,9 @@
 #
 #   tools/gpu/ncu_gemm.sh            # BATCH=1 (default) or BATCH=32; KERNELS: an ncu -k regex;
 #                                    # PREFILL=2048: one prefill of that many tokens instead of decode;
-#                                    # LAUNCH_COUNT=N: the first N matching launches only
+#                                    # LAUNCH_COUNT=N: the first N matching launches only;
+#                                    # KERNELS matches the demangled name with its template
+#                                    # arguments, e.g. KERNELS='linear_tc_kernel<2, 4' (BF16, 32 tokens)
 #
 # Writes $OUT/ncu_gemm.txt (the report) and $OUT/ncu_gemm.ncu-rep (open in Nsight Compute).
 set -uo pipefail
@@ -21,7 +23,7 @@ if [ -n "${PREFILL:-}" ]; then shape=(--batch none --prefill "$PREFILL" --prefil
 else shape=(--batch "${BATCH:-1}" --context 4096 --prefill none --steps 1 --warmup 1 --profile) range=(--profile-from-start off); fi
 ncu=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
 [ -n "$ncu" ] || { echo "no ncu on this machine"; exit 1; }
-"$ncu" "${range[@]}" --clock-control none -k "regex:${KERNELS:-linear_kernel|moe_gemm_kernel}" \
+"$ncu" "${range[@]}" --clock-control none --kernel-name-base demangled -k "regex:${KERNELS:-linear_tc_kernel|moe_gemv_fp4_kernel|decode_gemv|_stream_kernel}" \
   --section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats --section Occupancy \
   --section LaunchStats --section SchedulerStats --section SourceCounters --export "$out/ncu_gemm" --force-overwrite \
   ${LAUNCH_COUNT:+-c "$LAUNCH_COUNT"} "$root/.gpu/deepinfer" bench --model "$src" --device cuda "${shape[@]}" \
