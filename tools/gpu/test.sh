@@ -50,10 +50,11 @@ run model_parity_moe_gemv_off env DEEPINFER_MOE_GEMV=0 DEEPINFER_DEVICE=cuda .gp
 grep -q "routed FP4 experts on the tensor-core decode GEMV" "$out/backend_ops_moe_gemv.log" ||
   { echo "--- backend_ops_moe_gemv: the FP4 GEMV never ran"; failures=$((failures + 1)); }
 # The tensor-core GEMM's grid-split schedule (opt-in until measured: x staged for every CTA of more
-# than 8 tokens, slices on their own CTAs): against the reference, and with every GEMM pinned to the
-# tensor cores, each row alone (the in-CTA split) bit for bit against the same row in a batch.
+# than 8 tokens, slices on their own CTAs; linear and the shared expert): against the reference, and
+# with every GEMM pinned to the tensor cores, each row alone (the in-CTA split) bit for bit against
+# the same row in a batch (MoeExpertsDecodeManyJobsPerCta: the shared expert's SwiGLU partials).
 run backend_ops_grid_split env DEEPINFER_TC_GRID_SPLIT=1 DEEPINFER_TC_GEMM=1 .gpu/test_backend \
-  --gtest_filter='*BackendOps*Linear*:*BackendOpsInvariant*'
+  --gtest_filter='*BackendOps*Linear*:*BackendOps*Moe*:*BackendOpsInvariant*'
 run model_parity_grid_split env DEEPINFER_TC_GRID_SPLIT=1 DEEPINFER_DEVICE=cuda .gpu/test_model
 grep -q "tensor-core GEMM slices on their own CTAs" "$out/backend_ops_grid_split.log" ||
   { echo "--- backend_ops_grid_split: the grid split never ran"; failures=$((failures + 1)); }

@@ -257,6 +257,8 @@ class CudaBackend final : public backend::Backend {
   static constexpr int kTcScratch = 3;
   // scratch() slots of the cuBLASLt GEMM's bf16 weight and x, and of the shared expert's gate / up.
   static constexpr int kCublasScratch = 9;
+  // scratch() slot of the shared expert's slice partials (the grid-split schedule; moe_experts).
+  static constexpr int kSharedSliceScratch = 6;
 
   // run_step's pieces (step_graphs.cpp).
   // A recorded step is a chain of graphs of up to kOpsPerSegment ops each: a replay launches each

@@ -182,7 +182,8 @@ void launch_tc_split_x(const float* x, int64_t rows, int64_t groups, int64_t C, 
 // grid-split schedule's slice partials (tc_slice_bytes; unused when that is 0).
 void launch_linear_tc(int fmt, const DevMatrix& w, int64_t groups, const float* x, void* xc, int64_t tokens, float* y,
                       float* part);
-// The grid-split schedule, opt-in until measured (DEEPINFER_TC_GRID_SPLIT=1): calls of more than 8
+// The grid-split schedule, opt-in until measured (DEEPINFER_TC_GRID_SPLIT=1; linear and the shared
+// expert's tensor-core GEMMs, launch_moe_gemm_tc over identity rows): calls of more than 8
 // tokens stage x in shared memory for every CTA (the 8 warps of a CTA read it once from L2, not once
 // each: ncu, H100, batch 32: the FP8 / BF16 linears moved 0.4-0.5 TB/s), and where whole-K CTAs
 // would not fill the SMs each slice of the split schedule gets its own CTAs, their partials then
@@ -196,10 +197,13 @@ int tc_moe_tile_rows(int64_t rows_per_expert);
 // experts' matrices; tiles of tile_rows rows at most (identity rows: blocks of tile_rows); x [x_rows,
 // K] (rows through row_src), split into xc (tc_split_bytes(x_rows, 1, K)) unless tc_reads_x(tile_rows, x).
 // routed: the experts' split-K is that of routed experts (a fixed rule of the shape), else the
-// shared expert's.
+// shared expert's. part: room for the grid-split schedule's slice partials of identity rows
+// (tc_identity_slice_bytes; unused when that is 0).
 void launch_moe_gemm_tc(bool swiglu, int fmt, const DevMatrix* wa, const DevMatrix* wb, const MoeTile* tiles,
                         const int32_t* tile_count, int64_t grid_tiles, int64_t identity_rows, int tile_rows,
                         const int32_t* row_src, const float* x, int64_t x_rows, void* xc, int64_t K, float* y,
-                        int64_t n_out, float limit, bool routed);
+                        int64_t n_out, float limit, bool routed, float* part);
+// Bytes of those partials for a call over `rows` identity rows (the shared expert; 0: none).
+size_t tc_identity_slice_bytes(bool swiglu, int64_t rows, int tile_rows, const float* x, int64_t K, int64_t n_out);
 
 }  // namespace deepinfer::cuda

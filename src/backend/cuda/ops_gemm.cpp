@@ -381,6 +381,13 @@ void CudaBackend::moe_experts_filled(const backend::MoeWeights& w, TensorView x,
   void* hc = (f_shared_down >= 0 && shared_tc_split) || routed_split
                  ? scratch(std::max({tc_split_bytes(T, 1, Is), tc_split_bytes(routed, 1, I), size_t{16}}), kTcScratch + 1)
                  : nullptr;
+  // The shared expert's slice partials where the grid-split schedule takes its GEMMs (gate / up, then
+  // down: one buffer, used in turn).
+  const size_t shared_part_bytes =
+      shared_cublas ? 0
+                    : std::max(f_shared_gu >= 0 ? tc_identity_slice_bytes(true, T, shared_rows, x.f32(), D, Is) : 0,
+                               f_shared_down >= 0 ? tc_identity_slice_bytes(false, T, shared_rows, h, Is, D) : 0);
+  auto* shared_part = shared_part_bytes ? static_cast<float*>(scratch(shared_part_bytes, kSharedSliceScratch)) : nullptr;
   auto* ints_base = routed > 0 ? static_cast<int32_t*>(scratch(index_ints * sizeof(int32_t), 0)) : nullptr;
   float* ye = routed > 0 ? static_cast<float*>(scratch(static_cast<size_t>(routed * D) * sizeof(float), 2)) : nullptr;
 
@@ -394,7 +401,7 @@ void CudaBackend::moe_experts_filled(const backend::MoeWeights& w, TensorView x,
       launch_swiglu_rows(gu, T, Is, limit, h);
     } else if (f_shared_gu >= 0) {
       launch_moe_gemm_tc(true, f_shared_gu, d1, d3, nullptr, nullptr, (T + shared_rows - 1) / shared_rows, T,
-                         shared_rows, nullptr, x.f32(), T, xc, D, h, Is, limit, false);
+                         shared_rows, nullptr, x.f32(), T, xc, D, h, Is, limit, false, shared_part);
     } else if (!shared_gemv || !launch_decode_swiglu_tc(s1[0], s3[0], x.f32(), T, limit, h)) {
       launch_moe_gate_up(common_format({&s1, &s3}), d1, d3, nullptr, nullptr, (T + kGemmTileRows - 1) / kGemmTileRows,
                          T, nullptr, x.f32(), D, Is, limit, h, few_rows);
@@ -404,7 +411,7 @@ void CudaBackend::moe_experts_filled(const backend::MoeWeights& w, TensorView x,
       cublas_gemm({s2.data(), 1}, 1, h, T, out.f32());
     } else if (f_shared_down >= 0) {
       launch_moe_gemm_tc(false, f_shared_down, d2, d2, nullptr, nullptr, (T + shared_rows - 1) / shared_rows, T,
-                         shared_rows, nullptr, h, T, hc, Is, out.f32(), D, 0.0f, false);
+                         shared_rows, nullptr, h, T, hc, Is, out.f32(), D, 0.0f, false, shared_part);
     } else if (!shared_gemv || !launch_decode_gemv_tc(s2[0], 1, h, T, out.f32())) {
       launch_moe_down(common_format({&s2}), d2, nullptr, nullptr, (T + kGemmTileRows - 1) / kGemmTileRows, T, h, Is, D,
                       out.f32(), few_rows);
@@ -429,7 +436,7 @@ void CudaBackend::moe_experts_filled(const backend::MoeWeights& w, TensorView x,
                         limit);
   } else if (tc_routed) {
     launch_moe_gemm_tc(true, f_routed_gu, d1, d3, ix.tiles, ix.tile_count, max_tiles, 0, routed_rows, ix.row_token,
-                       x.f32(), T, xc, D, h, I, limit, true);
+                       x.f32(), T, xc, D, h, I, limit, true, nullptr);
   } else {
     launch_moe_gate_up(table->gate_up_format, d1, d3, ix.tiles, ix.tile_count, max_tiles, 0, ix.row_token, x.f32(),
                        D, I, limit, h, routed_few);
@@ -439,7 +446,7 @@ void CudaBackend::moe_experts_filled(const backend::MoeWeights& w, TensorView x,
     launch_moe_gemv_fp4(false, d2, d2, ix.tiles, ix.tile_count, max_tiles, routed_rows, nullptr, h, I, ye, D, 0.0f);
   } else if (tc_routed) {
     launch_moe_gemm_tc(false, f_routed_down, d2, d2, ix.tiles, ix.tile_count, max_tiles, 0, routed_rows, nullptr, h,
-                       routed, hc, I, ye, D, 0.0f, true);
+                       routed, hc, I, ye, D, 0.0f, true, nullptr);
   } else {
     launch_moe_down(table->down_format, d2, ix.tiles, ix.tile_count, max_tiles, 0, h, I, D, ye, routed_few);
   }

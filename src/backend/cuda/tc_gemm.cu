@@ -56,12 +56,12 @@ __host__ __device__ constexpr int groups_per_cta(bool seq, int ks, int rg) { ret
 // grid (token blocks * row tiles, slices, groups); block b: token block b % nb, row tile b / nb.
 // part (grid-split schedule, grid.y = ks): slice y's sums go to part + y * tokens * groups * R, in
 // y's layout, for sum_slices_kernel; else grid.y = 1 and the sums go to y.
-template <int F, int NT, int RG, bool kRaw, bool kStage>
+template <int F, int NT, int RG, bool kRaw, bool kGrid>
 __global__ void __launch_bounds__(kThreads, NT * RG >= 8 ? 1 : 2)
     linear_tc_kernel(DevMatrix w, int64_t groups, const uint4* xc, const float* x, int64_t tokens, float* y, int64_t nb,
                      int ks, bool seq, float* part) {
   wait_for_previous_kernel();
-  __shared__ Red<RG == 1 && !kStage ? NT : 1> red;  // the split schedule's (RG 1 only)
+  __shared__ Red<RG == 1 && !kGrid ? NT : 1> red;  // the split schedule's (RG 1 only)
   extern __shared__ uint4 x_stage[];               // staged_smem() bytes
   const int64_t R = w.rows / groups, C = w.cols, gi = blockIdx.z;
   const int64_t b = blockIdx.x, tb = b % nb, rt = b / nb;
@@ -79,23 +79,31 @@ __global__ void __launch_bounds__(kThreads, NT * RG >= 8 ? 1 : 2)
   j.row_src = nullptr;
   j.rb = tb * 8 * NT;
   j.re = j.rb + 8 * NT < tokens ? j.rb + 8 * NT : tokens;
-  j.slice = part ? static_cast<int>(blockIdx.y) : -1;
-  j.y = (part ? part + static_cast<int64_t>(blockIdx.y) * tokens * groups * R : y) + gi * R;
   j.ldy = groups * R;
   j.limit = 0.0f;
   j.ks = ks;
-  j.seq = seq || part || kStage;  // staged CTAs: every warp on the same pieces
-  tile<F, false, NT, RG, kRaw, kStage>(j, red.v, x_stage);
+  if constexpr (kGrid) {
+    j.slice = part ? static_cast<int>(blockIdx.y) : -1;
+    j.y = (part ? part + static_cast<int64_t>(blockIdx.y) * tokens * groups * R : y) + gi * R;
+    j.seq = true;  // staged CTAs: every warp on the same pieces
+  } else {
+    j.slice = -1;
+    j.y = y + gi * R;
+    j.seq = seq;
+  }
+  tile<F, false, NT, RG, kRaw, kGrid>(j, red.v, x_stage);
 }
 
 // grid (tiles, row tiles).
-template <int F, bool kSwiglu, int NT, int RG, bool kRaw>
+// part (identity rows only: the shared expert's grid-split schedule, grid.z = ks): slice z's sums go
+// to part + z * identity_rows * W, rows of W = n_out (SwiGLU: 2 n_out, gate then up) floats.
+template <int F, bool kSwiglu, int NT, int RG, bool kRaw, bool kGrid>
 __global__ void __launch_bounds__(kThreads, NT * RG >= 8 ? 1 : 2)
     moe_tc_kernel(const DevMatrix* wa, const DevMatrix* wb, const MoeTile* tiles, const int32_t* tile_count,
                   int64_t identity_rows, const int32_t* row_src, const uint4* xc, int64_t x_rows, const float* x,
-                  int64_t K, float* y, int64_t n_out, float limit, int ks, bool seq) {
+                  int64_t K, float* y, int64_t n_out, float limit, int ks, bool seq, float* part) {
   wait_for_previous_kernel();
-  __shared__ Red<RG == 1 ? NT : 1> red;
+  __shared__ Red<RG == 1 && !kGrid ? NT : 1> red;
   extern __shared__ uint4 x_stage[];  // staged_smem() bytes
   int e = 0;
   int64_t rb = 0, re = 0;
@@ -124,13 +132,21 @@ __global__ void __launch_bounds__(kThreads, NT * RG >= 8 ? 1 : 2)
   j.row_src = row_src;
   j.rb = rb;
   j.re = re;
-  j.y = y;
-  j.ldy = n_out;
   j.limit = limit;
   j.ks = ks;
-  j.seq = seq;
-  j.slice = -1;
-  tile<F, kSwiglu, NT, RG, kRaw, stages_by_default(NT, RG, kRaw)>(j, red.v, x_stage);
+  if constexpr (kGrid) {
+    const int64_t width = part && kSwiglu ? 2 * n_out : n_out;
+    j.y = part ? part + static_cast<int64_t>(blockIdx.z) * identity_rows * width : y;
+    j.ldy = width;
+    j.seq = true;  // staged CTAs: every warp on the same pieces
+    j.slice = part ? static_cast<int>(blockIdx.z) : -1;
+  } else {
+    j.y = y;
+    j.ldy = n_out;
+    j.seq = seq;
+    j.slice = -1;
+  }
+  tile<F, kSwiglu, NT, RG, kRaw, kGrid>(j, red.v, x_stage);
 }
 
 // x [rows, groups * C] float32 -> per group, split_row_records(C) hi / mid records (Split::hm) in
@@ -160,6 +176,22 @@ __global__ void sum_slices_kernel(const float* part, int ks, int64_t n, float* y
   float v = part[i];
   for (int s = 1; s < ks; ++s) v += part[static_cast<int64_t>(s) * n + i];
   y[i] = v;
+}
+
+// The same for SwiGLU partials [ks][rows][2 n_out]: y[r][o] = swiglu(sum of gates, sum of ups), as
+// the tile's epilogue computes it from its own sums.
+__global__ void sum_slices_swiglu_kernel(const float* part, int ks, int64_t rows, int64_t n_out, float limit, float* y) {
+  wait_for_previous_kernel();
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= rows * n_out) return;
+  const int64_t r = i / n_out, o = i % n_out, slice = rows * 2 * n_out;
+  const float* p = part + r * 2 * n_out + o;
+  float gate = p[0], up = p[n_out];
+  for (int s = 1; s < ks; ++s) {
+    gate += p[s * slice];
+    up += p[s * slice + n_out];
+  }
+  y[i] = skinny::swiglu_clamped(gate, up, limit);
 }
 
 // Slices of the reduction, from the weight's shape alone: row_groups of 16 rows (8 outputs under
@@ -265,7 +297,7 @@ namespace {
 struct LinearPlan {
   int ks, nt, rg;
   int64_t nb, rt;
-  bool seq, stage, grid_split;
+  bool seq, grid_kernel, grid_split;  // grid_kernel: the grid-split schedule's (staged) kernels
 };
 
 LinearPlan plan_linear(int64_t R, int64_t C, int64_t groups, int64_t tokens, bool raw) {
@@ -281,13 +313,13 @@ LinearPlan plan_linear(int64_t R, int64_t C, int64_t groups, int64_t tokens, boo
     // Every CTA stages x for its 8 warps; a call too small to fill the SMs with whole-K CTAs gives
     // each slice its own CTAs instead of its own warps.
     p.seq = true;
-    p.stage = true;
+    p.grid_kernel = true;
     p.grid_split = p.ks > 1 && seq_ctas < tc::kSeqMinCtas;
     p.rg = rgw;
   } else {
     p.seq = p.ks == 1 || (p.nt == 8 && seq_ctas >= tc::kSeqMinCtas);
     p.rg = p.seq ? rgw : 1;
-    p.stage = !raw && tc::stages_by_default(p.nt, p.rg, raw);
+    p.grid_kernel = false;
     p.grid_split = false;
   }
   const int64_t per = tc::groups_per_cta(p.seq, p.ks, p.rg);
@@ -318,7 +350,7 @@ void launch_linear_tc(int fmt, const DevMatrix& w, int64_t groups, const float* 
   if (p.grid_split && !part) return;  // (tc_slice_bytes gave the caller its size)
   const int ks = p.ks, nt = p.nt, rg = p.rg;
   const int64_t nb = p.nb;
-  const bool seq = p.seq, stage = p.stage;
+  const bool seq = p.seq, grid_kernel = p.grid_kernel;
   float* slices = p.grid_split ? part : nullptr;
   const dim3 grid(static_cast<unsigned>(p.rt * nb), static_cast<unsigned>(p.grid_split ? ks : 1),
                   static_cast<unsigned>(groups));
@@ -327,23 +359,25 @@ void launch_linear_tc(int fmt, const DevMatrix& w, int64_t groups, const float* 
     if (cudaPeekAtLastError() != cudaSuccess) return;  // the caller's check reports it
   }
   const auto* x4 = static_cast<const uint4*>(xc);
-#define DEEPINFER_TC_LINEAR_K(F, NT, RG, RAW, STAGE)                                                              \
+#define DEEPINFER_TC_LINEAR_K(F, NT, RG, RAW, GRID)                                                              \
   {                                                                                                               \
-    constexpr size_t smem = tc::staged_smem<F, NT, STAGE>();                                                      \
-    if (!allow_dynamic_smem<tc::linear_tc_kernel<F, NT, RG, RAW, STAGE>>(smem)) return;                            \
-    launch(tc::linear_tc_kernel<F, NT, RG, RAW, STAGE>, grid, tc::kThreads, smem, w, groups, RAW ? nullptr : x4, \
+    constexpr size_t smem = tc::staged_smem<F, NT, GRID || tc::stages_by_default(NT, RG, RAW)>();                 \
+    if (!allow_dynamic_smem<tc::linear_tc_kernel<F, NT, RG, RAW, GRID>>(smem)) return;                             \
+    launch(tc::linear_tc_kernel<F, NT, RG, RAW, GRID>, grid, tc::kThreads, smem, w, groups, RAW ? nullptr : x4, \
            RAW ? x : nullptr, tokens, y, nb, ks, seq, slices);                                                    \
   }
 #define DEEPINFER_TC_LINEAR(F)                        \
   if (raw) {                                          \
     DEEPINFER_TC_LINEAR_K(F, 1, 1, true, false)       \
-  } else if (nt == 4 && stage) {                      \
+  } else if (nt == 4 && grid_kernel) {                \
     DEEPINFER_TC_LINEAR_K(F, 4, 1, false, true)       \
   } else if (nt == 4) {                               \
     DEEPINFER_TC_LINEAR_K(F, 4, 1, false, false)      \
-  } else if (nt == 8 && rg == 2) {                    \
+  } else if (nt == 8 && rg == 2 && grid_kernel) {     \
     DEEPINFER_TC_LINEAR_K(F, 8, 2, false, true)       \
-  } else if (nt == 8 && stage) {                      \
+  } else if (nt == 8 && rg == 2) {                    \
+    DEEPINFER_TC_LINEAR_K(F, 8, 2, false, false)      \
+  } else if (nt == 8 && grid_kernel) {                \
     DEEPINFER_TC_LINEAR_K(F, 8, 1, false, true)       \
   } else if (nt == 8) {                               \
     DEEPINFER_TC_LINEAR_K(F, 8, 1, false, false)      \
@@ -361,44 +395,92 @@ void launch_linear_tc(int fmt, const DevMatrix& w, int64_t groups, const float* 
 
 int tc_moe_tile_rows(int64_t rows_per_expert) { return 8 * tc::tiles_for(rows_per_expert); }
 
-void launch_moe_gemm_tc(bool swiglu, int fmt, const DevMatrix* wa, const DevMatrix* wb, const MoeTile* tiles,
-                        const int32_t* tile_count, int64_t grid_tiles, int64_t identity_rows, int tile_rows,
-                        const int32_t* row_src, const float* x, int64_t x_rows, void* xc, int64_t K, float* y,
-                        int64_t n_out, float limit, bool routed) {
-  if (grid_tiles <= 0 || n_out <= 0) return;
+namespace {
+
+// How launch_moe_gemm_tc runs a call: the routed experts' tiles as always; the shared expert's
+// identity rows under DEEPINFER_TC_GRID_SPLIT as linear's (staged, slices on their own CTAs where
+// whole-K CTAs would not fill the SMs).
+struct MoePlan {
+  int ks, nt, rg;
+  int64_t row_tiles;
+  bool seq, grid_kernel, grid_split;
+};
+
+MoePlan plan_moe(bool swiglu, bool identity, int64_t n_out, int64_t K, int tile_rows, int64_t grid_tiles, bool raw,
+                 bool routed) {
+  MoePlan p{};
   const int64_t nslab = (K + tc::kSlabK - 1) / tc::kSlabK;
   const int64_t rgroups = (n_out + tc::outs_per_group(swiglu) - 1) / tc::outs_per_group(swiglu);
   // Routed experts: split as if 8 experts ran at once (the shape alone decides).
-  const int ks = tc::split_for(routed ? 8 * rgroups : rgroups, nslab);
-  const int nt = tile_rows / 8;
-  const bool seq = nt == 8 || ks == 1;
-  const int rg = nt == 8 ? tc::rows_per_warp() : 1;
-  const int64_t per = tc::groups_per_cta(seq, ks, rg);
-  const dim3 grid(static_cast<unsigned>(grid_tiles), static_cast<unsigned>((rgroups + per - 1) / per));
+  p.ks = tc::split_for(routed ? 8 * rgroups : rgroups, nslab);
+  p.nt = tile_rows / 8;
+  p.rg = p.nt == 8 ? tc::rows_per_warp() : 1;
+  if (identity && tc_grid_split_wanted() && !raw && p.nt >= 4) {
+    p.seq = true;
+    p.grid_kernel = true;
+    const int64_t seq_ctas = (rgroups + tc::kWarps * p.rg - 1) / (tc::kWarps * p.rg) * grid_tiles;
+    p.grid_split = p.ks > 1 && seq_ctas < tc::kSeqMinCtas;
+  } else {
+    p.seq = p.nt == 8 || p.ks == 1;
+    p.grid_kernel = false;
+    p.grid_split = false;
+  }
+  const int64_t per = tc::groups_per_cta(p.seq, p.ks, p.rg);
+  p.row_tiles = (rgroups + per - 1) / per;
+  return p;
+}
+
+}  // namespace
+
+size_t tc_identity_slice_bytes(bool swiglu, int64_t rows, int tile_rows, const float* x, int64_t K, int64_t n_out) {
+  if (rows <= 0 || n_out <= 0) return 0;
+  const int64_t grid_tiles = (rows + tile_rows - 1) / tile_rows;
+  const MoePlan p = plan_moe(swiglu, true, n_out, K, tile_rows, grid_tiles, tc_reads_x(tile_rows, x), false);
+  return p.grid_split ? static_cast<size_t>(p.ks * rows * (swiglu ? 2 : 1) * n_out) * sizeof(float) : 0;
+}
+
+void launch_moe_gemm_tc(bool swiglu, int fmt, const DevMatrix* wa, const DevMatrix* wb, const MoeTile* tiles,
+                        const int32_t* tile_count, int64_t grid_tiles, int64_t identity_rows, int tile_rows,
+                        const int32_t* row_src, const float* x, int64_t x_rows, void* xc, int64_t K, float* y,
+                        int64_t n_out, float limit, bool routed, float* part) {
+  if (grid_tiles <= 0 || n_out <= 0) return;
   const bool raw = tc_reads_x(tile_rows, x);
+  const MoePlan p = plan_moe(swiglu, tiles == nullptr, n_out, K, tile_rows, grid_tiles, raw, routed);
+  if (p.grid_split && !part) return;  // (tc_identity_slice_bytes gave the caller its size)
+  const int ks = p.ks, nt = p.nt, rg = p.rg;
+  const bool seq = p.seq, grid_kernel = p.grid_kernel;
+  float* slices = p.grid_split ? part : nullptr;
+  const dim3 grid(static_cast<unsigned>(grid_tiles), static_cast<unsigned>(p.row_tiles),
+                  static_cast<unsigned>(p.grid_split ? ks : 1));
   if (!raw) {
     launch_tc_split_x(x, x_rows, 1, K, xc);
     if (cudaPeekAtLastError() != cudaSuccess) return;
   }
   const auto* x4 = static_cast<const uint4*>(xc);
-#define DEEPINFER_TC_MOE_K(F, S, NT, RG, RAW)                                                                       \
+#define DEEPINFER_TC_MOE_K(F, S, NT, RG, RAW, GRID)                                                                 \
   {                                                                                                                 \
-    constexpr size_t smem = tc::staged_smem<F, NT, tc::stages_by_default(NT, RG, RAW)>();                           \
-    if (!allow_dynamic_smem<tc::moe_tc_kernel<F, S, NT, RG, RAW>>(smem)) return;                                       \
-    launch(tc::moe_tc_kernel<F, S, NT, RG, RAW>, grid, tc::kThreads, smem, wa, wb, tiles, tile_count, identity_rows, \
-           row_src, x4, x_rows, x, K, y, n_out, limit, ks, seq);                                                    \
+    constexpr size_t smem = tc::staged_smem<F, NT, GRID || tc::stages_by_default(NT, RG, RAW)>();                   \
+    if (!allow_dynamic_smem<tc::moe_tc_kernel<F, S, NT, RG, RAW, GRID>>(smem)) return;                               \
+    launch(tc::moe_tc_kernel<F, S, NT, RG, RAW, GRID>, grid, tc::kThreads, smem, wa, wb, tiles, tile_count,       \
+           identity_rows, row_src, x4, x_rows, x, K, y, n_out, limit, ks, seq, slices);                             \
   }
-#define DEEPINFER_TC_MOE_S(F, S)                    \
-  if (raw) {                                        \
-    DEEPINFER_TC_MOE_K(F, S, 1, 1, true)            \
-  } else if (nt == 4) {                             \
-    DEEPINFER_TC_MOE_K(F, S, 4, 1, false)           \
-  } else if (nt == 8 && rg == 2) {                  \
-    DEEPINFER_TC_MOE_K(F, S, 8, 2, false)           \
-  } else if (nt == 8) {                             \
-    DEEPINFER_TC_MOE_K(F, S, 8, 1, false)           \
-  } else {                                          \
-    DEEPINFER_TC_MOE_K(F, S, 1, 1, false)           \
+#define DEEPINFER_TC_MOE_S(F, S)                       \
+  if (raw) {                                           \
+    DEEPINFER_TC_MOE_K(F, S, 1, 1, true, false)        \
+  } else if (nt == 4 && grid_kernel) {                 \
+    DEEPINFER_TC_MOE_K(F, S, 4, 1, false, true)        \
+  } else if (nt == 4) {                                \
+    DEEPINFER_TC_MOE_K(F, S, 4, 1, false, false)       \
+  } else if (nt == 8 && rg == 2 && grid_kernel) {      \
+    DEEPINFER_TC_MOE_K(F, S, 8, 2, false, true)        \
+  } else if (nt == 8 && rg == 2) {                     \
+    DEEPINFER_TC_MOE_K(F, S, 8, 2, false, false)       \
+  } else if (nt == 8 && grid_kernel) {                 \
+    DEEPINFER_TC_MOE_K(F, S, 8, 1, false, true)        \
+  } else if (nt == 8) {                                \
+    DEEPINFER_TC_MOE_K(F, S, 8, 1, false, false)       \
+  } else {                                             \
+    DEEPINFER_TC_MOE_K(F, S, 1, 1, false, false)       \
   }
 #define DEEPINFER_TC_MOE(F)         \
   if (swiglu) {                     \
@@ -410,6 +492,14 @@ void launch_moe_gemm_tc(bool swiglu, int fmt, const DevMatrix* wa, const DevMatr
 #undef DEEPINFER_TC_MOE
 #undef DEEPINFER_TC_MOE_S
 #undef DEEPINFER_TC_MOE_K
+  if (slices && cudaPeekAtLastError() == cudaSuccess) {
+    const int64_t n = identity_rows * n_out;
+    if (swiglu)
+      launch(tc::sum_slices_swiglu_kernel, blocks_for(n, 256), 256, 0, static_cast<const float*>(slices), ks,
+             identity_rows, n_out, limit, y);
+    else
+      launch(tc::sum_slices_kernel, blocks_for(n, 256), 256, 0, static_cast<const float*>(slices), ks, n, y);
+  }
 }
 
 #undef DEEPINFER_TC_FORMATS

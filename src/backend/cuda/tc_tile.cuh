@@ -237,10 +237,13 @@ __host__ __device__ __forceinline__ int64_t split_row_records(int64_t cols) {
 }
 
 // RG: 16-row groups (8 outputs under SwiGLU) a warp holds; more than one only in the seq schedule.
-// kStaged (seq schedule only): x through shared memory (staged_smem). j.slice >= 0: this CTA sums
-// slice j.slice alone (seq-like, every warp on it) into j.y, a partial that sum_slices_kernel adds.
-template <int F, bool kSwiglu, int NT, int RG, bool kRaw, bool kStaged>
+// kGrid: the grid-split schedule's kernels (seq only): x always staged, and with j.slice >= 0 this
+// CTA sums slice j.slice alone (every warp on it) into j.y, a partial that sum_slices_kernel adds
+// (under SwiGLU the gate sums, then at column n_out the up sums: sum_slices_swiglu_kernel). A
+// template flag, so the default kernels keep their code (and registers) as they were.
+template <int F, bool kSwiglu, int NT, int RG, bool kRaw, bool kGrid>
 __device__ __forceinline__ void tile(const Job& j, float* red, uint4* x_stage) {
+  constexpr bool kStaged = kGrid || stages_by_default(NT, RG, kRaw);
   constexpr int kRows = 8 * NT;  // token rows of the CTA (of a stage)
   constexpr int CH = chunk_elems(F);  // elements of one 16-byte piece
   constexpr int P = 32 / CH;          // pieces of a lane's 32 columns of a slab
@@ -249,7 +252,8 @@ __device__ __forceinline__ void tile(const Job& j, float* red, uint4* x_stage) {
   const int g = lane >> 2, t = lane & 3;
   const int ks = j.ks, kp = j.seq ? 1 : ks;
   const int ksi = warp % kp;
-  const int s_first = j.slice >= 0 ? j.slice : ksi, s_end = j.slice >= 0 ? j.slice + 1 : ks;
+  const bool one_slice = kGrid && j.slice >= 0;
+  const int s_first = one_slice ? j.slice : ksi, s_end = one_slice ? j.slice + 1 : ks;
 
   // This lane's two weight rows of each group: plain, outputs o0 + 16 rg + g and + 8; SwiGLU, output
   // o0 + 8 rg + g (gate row in A row g, up row in A row g + 8).
@@ -318,7 +322,7 @@ __device__ __forceinline__ void tile(const Job& j, float* red, uint4* x_stage) {
     }
     __syncthreads();
     // Piece p sits in buffer p % kStages; a slice CTA's pieces start at its first.
-    const int64_t first = j.slice >= 0 ? j.slice * per * P : 0;
+    const int64_t first = one_slice ? j.slice * per * P : 0;
 #pragma unroll
     for (int st = 0; st < kStages - 1; ++st) {
       const int64_t pc = first + st;
@@ -439,7 +443,12 @@ __device__ __forceinline__ void tile(const Job& j, float* red, uint4* x_stage) {
         if (row >= j.re) continue;
         if constexpr (kSwiglu) {
           if (out_a[r] >= j.n_out) continue;
-          j.y[row * j.ldy + out_a[r]] = skinny::swiglu_clamped(tot[r][n][c], tot[r][n][c + 2], j.limit);
+          if (one_slice) {  // a slice's partial: gate and up sums, the SwiGLU after their sum
+            j.y[row * j.ldy + out_a[r]] = tot[r][n][c];
+            j.y[row * j.ldy + j.n_out + out_a[r]] = tot[r][n][c + 2];
+          } else {
+            j.y[row * j.ldy + out_a[r]] = skinny::swiglu_clamped(tot[r][n][c], tot[r][n][c + 2], j.limit);
+          }
         } else {
           if (out_a[r] < j.n_out) j.y[row * j.ldy + out_a[r]] = tot[r][n][c];
           if (out_b[r] < j.n_out) j.y[row * j.ldy + out_b[r]] = tot[r][n][c + 2];
