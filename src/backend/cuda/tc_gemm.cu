@@ -293,15 +293,29 @@ bool tc_reads_x(int64_t rows, const float* x) { return rows <= 8 && reinterpret_
 
 namespace {
 
-// How launch_linear_tc runs a call (from the shapes alone; tc_slice_bytes sizes `part` by it).
-struct LinearPlan {
+// How a launcher runs a call, from the shapes alone (the *_slice_bytes functions size `part` by it).
+struct Schedule {
   int ks, nt, rg;
-  int64_t nb, rt;
+  int64_t nb, row_tiles;              // token blocks (linear), row tiles (CTAs along the outputs)
   bool seq, grid_kernel, grid_split;  // grid_kernel: the grid-split schedule's (staged) kernels
 };
 
-LinearPlan plan_linear(int64_t R, int64_t C, int64_t groups, int64_t tokens, bool raw) {
-  LinearPlan p{};
+// The grid-split schedule: staged seq CTAs, and each slice its own CTAs where whole-K CTAs (seq_ctas
+// of them) would not fill the SMs.
+void choose_grid_split(Schedule& p, int64_t seq_ctas) {
+  p.seq = true;
+  p.grid_kernel = true;
+  p.grid_split = p.ks > 1 && seq_ctas < tc::kSeqMinCtas;
+}
+
+// The row tiles of the chosen schedule over rgroups row groups.
+void settle_row_tiles(Schedule& p, int64_t rgroups) {
+  const int64_t per = tc::groups_per_cta(p.seq, p.ks, p.rg);
+  p.row_tiles = (rgroups + per - 1) / per;
+}
+
+Schedule plan_linear(int64_t R, int64_t C, int64_t groups, int64_t tokens, bool raw) {
+  Schedule p{};
   const int64_t nslab = (C + tc::kSlabK - 1) / tc::kSlabK;
   const int64_t rgroups = (R + 15) / 16;
   p.ks = tc::split_for(rgroups * groups, nslab);
@@ -310,20 +324,13 @@ LinearPlan plan_linear(int64_t R, int64_t C, int64_t groups, int64_t tokens, boo
   const int rgw = p.nt == 8 ? tc::rows_per_warp() : 1;  // 16-row groups a warp holds in the seq schedule
   const int64_t seq_ctas = (rgroups + tc::kWarps * rgw - 1) / (tc::kWarps * rgw) * p.nb * groups;
   if (tc_grid_split_wanted() && !raw && p.nt >= 4) {
-    // Every CTA stages x for its 8 warps; a call too small to fill the SMs with whole-K CTAs gives
-    // each slice its own CTAs instead of its own warps.
-    p.seq = true;
-    p.grid_kernel = true;
-    p.grid_split = p.ks > 1 && seq_ctas < tc::kSeqMinCtas;
     p.rg = rgw;
+    choose_grid_split(p, seq_ctas);
   } else {
     p.seq = p.ks == 1 || (p.nt == 8 && seq_ctas >= tc::kSeqMinCtas);
     p.rg = p.seq ? rgw : 1;
-    p.grid_kernel = false;
-    p.grid_split = false;
   }
-  const int64_t per = tc::groups_per_cta(p.seq, p.ks, p.rg);
-  p.rt = (rgroups + per - 1) / per;
+  settle_row_tiles(p, rgroups);
   return p;
 }
 
@@ -337,7 +344,7 @@ bool tc_grid_split_wanted() {
 size_t tc_slice_bytes(const DevMatrix& w, int64_t groups, int64_t tokens, const float* x) {
   const int64_t R = w.rows / groups;
   if (tokens <= 0 || R <= 0) return 0;
-  const LinearPlan p = plan_linear(R, w.cols, groups, tokens, tc_reads_x(tokens, x));
+  const Schedule p = plan_linear(R, w.cols, groups, tokens, tc_reads_x(tokens, x));
   return p.grid_split ? static_cast<size_t>(p.ks * tokens * groups * R) * sizeof(float) : 0;
 }
 
@@ -346,13 +353,13 @@ void launch_linear_tc(int fmt, const DevMatrix& w, int64_t groups, const float* 
   const int64_t R = w.rows / groups;
   if (tokens <= 0 || R <= 0) return;
   const bool raw = tc_reads_x(tokens, x);
-  const LinearPlan p = plan_linear(R, w.cols, groups, tokens, raw);
+  const Schedule p = plan_linear(R, w.cols, groups, tokens, raw);
   if (p.grid_split && !part) return;  // (tc_slice_bytes gave the caller its size)
   const int ks = p.ks, nt = p.nt, rg = p.rg;
   const int64_t nb = p.nb;
   const bool seq = p.seq, grid_kernel = p.grid_kernel;
   float* slices = p.grid_split ? part : nullptr;
-  const dim3 grid(static_cast<unsigned>(p.rt * nb), static_cast<unsigned>(p.grid_split ? ks : 1),
+  const dim3 grid(static_cast<unsigned>(p.row_tiles * nb), static_cast<unsigned>(p.grid_split ? ks : 1),
                   static_cast<unsigned>(groups));
   if (!raw) {
     launch_tc_split_x(x, tokens, groups, w.cols, xc);
@@ -398,35 +405,21 @@ int tc_moe_tile_rows(int64_t rows_per_expert) { return 8 * tc::tiles_for(rows_pe
 namespace {
 
 // How launch_moe_gemm_tc runs a call: the routed experts' tiles as always; the shared expert's
-// identity rows under DEEPINFER_TC_GRID_SPLIT as linear's (staged, slices on their own CTAs where
-// whole-K CTAs would not fill the SMs).
-struct MoePlan {
-  int ks, nt, rg;
-  int64_t row_tiles;
-  bool seq, grid_kernel, grid_split;
-};
-
-MoePlan plan_moe(bool swiglu, bool identity, int64_t n_out, int64_t K, int tile_rows, int64_t grid_tiles, bool raw,
+// identity rows under DEEPINFER_TC_GRID_SPLIT as linear's.
+Schedule plan_moe(bool swiglu, bool identity, int64_t n_out, int64_t K, int tile_rows, int64_t grid_tiles, bool raw,
                  bool routed) {
-  MoePlan p{};
+  Schedule p{};
   const int64_t nslab = (K + tc::kSlabK - 1) / tc::kSlabK;
   const int64_t rgroups = (n_out + tc::outs_per_group(swiglu) - 1) / tc::outs_per_group(swiglu);
   // Routed experts: split as if 8 experts ran at once (the shape alone decides).
   p.ks = tc::split_for(routed ? 8 * rgroups : rgroups, nslab);
   p.nt = tile_rows / 8;
   p.rg = p.nt == 8 ? tc::rows_per_warp() : 1;
-  if (identity && tc_grid_split_wanted() && !raw && p.nt >= 4) {
-    p.seq = true;
-    p.grid_kernel = true;
-    const int64_t seq_ctas = (rgroups + tc::kWarps * p.rg - 1) / (tc::kWarps * p.rg) * grid_tiles;
-    p.grid_split = p.ks > 1 && seq_ctas < tc::kSeqMinCtas;
-  } else {
+  if (identity && tc_grid_split_wanted() && !raw && p.nt >= 4)
+    choose_grid_split(p, (rgroups + tc::kWarps * p.rg - 1) / (tc::kWarps * p.rg) * grid_tiles);
+  else
     p.seq = p.nt == 8 || p.ks == 1;
-    p.grid_kernel = false;
-    p.grid_split = false;
-  }
-  const int64_t per = tc::groups_per_cta(p.seq, p.ks, p.rg);
-  p.row_tiles = (rgroups + per - 1) / per;
+  settle_row_tiles(p, rgroups);
   return p;
 }
 
@@ -435,7 +428,7 @@ MoePlan plan_moe(bool swiglu, bool identity, int64_t n_out, int64_t K, int tile_
 size_t tc_identity_slice_bytes(bool swiglu, int64_t rows, int tile_rows, const float* x, int64_t K, int64_t n_out) {
   if (rows <= 0 || n_out <= 0) return 0;
   const int64_t grid_tiles = (rows + tile_rows - 1) / tile_rows;
-  const MoePlan p = plan_moe(swiglu, true, n_out, K, tile_rows, grid_tiles, tc_reads_x(tile_rows, x), false);
+  const Schedule p = plan_moe(swiglu, true, n_out, K, tile_rows, grid_tiles, tc_reads_x(tile_rows, x), false);
   return p.grid_split ? static_cast<size_t>(p.ks * rows * (swiglu ? 2 : 1) * n_out) * sizeof(float) : 0;
 }
 
@@ -445,7 +438,7 @@ void launch_moe_gemm_tc(bool swiglu, int fmt, const DevMatrix* wa, const DevMatr
                         int64_t n_out, float limit, bool routed, float* part) {
   if (grid_tiles <= 0 || n_out <= 0) return;
   const bool raw = tc_reads_x(tile_rows, x);
-  const MoePlan p = plan_moe(swiglu, tiles == nullptr, n_out, K, tile_rows, grid_tiles, raw, routed);
+  const Schedule p = plan_moe(swiglu, tiles == nullptr, n_out, K, tile_rows, grid_tiles, raw, routed);
   if (p.grid_split && !part) return;  // (tc_identity_slice_bytes gave the caller its size)
   const int ks = p.ks, nt = p.nt, rg = p.rg;
   const bool seq = p.seq, grid_kernel = p.grid_kernel;
