@@ -330,19 +330,24 @@ class Bench {
   // One forward: every sequence's new tokens, logits of each one's last token.
   void run(kv::StatePool& pool, const std::vector<Seq*>& seqs, const std::vector<std::vector<int32_t>>& tokens,
            std::vector<float>& logits) {
-    model::ForwardBatch batch;
-    for (size_t i = 0; i < seqs.size(); ++i) batch.add(seqs[i]->slot, seqs[i]->blocks, seqs[i]->length, tokens[i]);
-    m_.forward(batch, pool, logits);
-    for (size_t i = 0; i < seqs.size(); ++i) seqs[i]->length += static_cast<int64_t>(tokens[i].size());
+    m_.forward(batch_of(seqs, tokens), pool, logits);
+    advance(seqs, tokens);
   }
 
   // One decode step as the engine runs it: greedy tokens drawn on the backend from its logits rows.
   void run_sampled(kv::StatePool& pool, const std::vector<Seq*>& seqs, const std::vector<std::vector<int32_t>>& tokens,
                    std::vector<int32_t>& sampled) {
+    const std::vector<backend::SampleRow> greedy(seqs.size());
+    m_.forward_sampled(batch_of(seqs, tokens), pool, greedy, sampled);
+    advance(seqs, tokens);
+  }
+
+  static model::ForwardBatch batch_of(const std::vector<Seq*>& seqs, const std::vector<std::vector<int32_t>>& tokens) {
     model::ForwardBatch batch;
     for (size_t i = 0; i < seqs.size(); ++i) batch.add(seqs[i]->slot, seqs[i]->blocks, seqs[i]->length, tokens[i]);
-    const std::vector<backend::SampleRow> greedy(seqs.size());
-    m_.forward_sampled(batch, pool, greedy, sampled);
+    return batch;
+  }
+  static void advance(const std::vector<Seq*>& seqs, const std::vector<std::vector<int32_t>>& tokens) {
     for (size_t i = 0; i < seqs.size(); ++i) seqs[i]->length += static_cast<int64_t>(tokens[i].size());
   }
 

@@ -161,7 +161,7 @@ void CudaBackend::linear_any(const WeightMatrix& w, int64_t groups, TensorView x
   const int fmt = tensor_cores_for(T) ? tc_format(dw) : -1;
   if (fmt >= 0) {
     void* xc = tc_reads_x(T, x.f32()) ? nullptr : scratch(tc_split_bytes(T, groups, w.cols), kTcScratch);
-    const size_t part_bytes = tc_slice_bytes(dw, groups, T, x.f32());
+    const size_t part_bytes = tc_grid_split_wanted() ? tc_slice_bytes(dw, groups, T, x.f32()) : 0;
     auto* part = part_bytes ? static_cast<float*>(scratch(part_bytes, kTcScratch + 1)) : nullptr;
     if (part) {
       static std::once_flag logged;  // tools/gpu/test.sh checks that it ran where asked for
@@ -384,7 +384,7 @@ void CudaBackend::moe_experts_filled(const backend::MoeWeights& w, TensorView x,
   // The shared expert's slice partials where the grid-split schedule takes its GEMMs (gate / up, then
   // down: one buffer, used in turn).
   const size_t shared_part_bytes =
-      shared_cublas ? 0
+      shared_cublas || !tc_grid_split_wanted() ? 0
                     : std::max(f_shared_gu >= 0 ? tc_identity_slice_bytes(true, T, shared_rows, x.f32(), D, Is) : 0,
                                f_shared_down >= 0 ? tc_identity_slice_bytes(false, T, shared_rows, h, Is, D) : 0);
   auto* shared_part = shared_part_bytes ? static_cast<float*>(scratch(shared_part_bytes, kSharedSliceScratch)) : nullptr;
@@ -429,9 +429,9 @@ void CudaBackend::moe_experts_filled(const backend::MoeWeights& w, TensorView x,
   DEEPINFER_CUDA_LAUNCHED();
   if (fp4_gemv) {
     static std::once_flag logged;  // tools/gpu/test.sh checks that it ran where asked for (only then)
-    if (std::getenv("DEEPINFER_MOE_GEMV"))
-      std::call_once(logged,
-                     [] { fmt::print(stderr, "deepinfer: routed FP4 experts on the tensor-core decode GEMV\n"); });
+    std::call_once(logged, [] {
+      if (std::getenv("DEEPINFER_MOE_GEMV")) fmt::print(stderr, "deepinfer: routed FP4 experts on the tensor-core decode GEMV\n");
+    });
     launch_moe_gemv_fp4(true, d1, d3, ix.tiles, ix.tile_count, max_tiles, routed_rows, ix.row_token, x.f32(), D, h, I,
                         limit);
   } else if (tc_routed) {
