@@ -142,8 +142,8 @@ TEST_P(BackendOps, LinearTensorCoreShapesAndRowsAlone) {
       {DType::F4_E2M1, Scales::E8M0Blocks, 32, "FP4 with E8M0 per 32"},
   };
   const int64_t rows = 2048;
-  // 640 columns: 5 slabs in 4 slices of 2 (the last one empty), each its own CTAs under
-  // DEEPINFER_TC_GRID_SPLIT=1 (tools/gpu/test.sh), summed in slice order.
+  // 640 columns: 5 slabs in 4 slices of 2 (the last one empty), each its own CTAs under the grid
+  // split (the default on the tensor cores; tools/gpu/test.sh), summed in slice order.
   const std::pair<int64_t, std::vector<int64_t>> shapes[] = {{256, {1, 9, 33, 600}}, {128, {100}}, {640, {9, 40}}};
   for (const auto& [cols, counts] : shapes)
   for (const auto& lc : cases) {

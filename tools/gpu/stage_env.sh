@@ -24,6 +24,10 @@ echo "cuBLASLt from ${DEEPINFER_CUBLASLT:-the loader path}"
 src=/tmp/dsv4/src-ours
 bench_checkpoint() {
   [ -f "$src/config.json" ] && return 0
-  python3 tools/peer/dsv4_make_ckpt.py --out "$src" --ratios 4,128,4,128 \
+  # Into a side folder, renamed when complete: a failed run must not leave a config.json behind
+  # that the next call takes for a checkpoint.
+  rm -rf "$src.partial"
+  python3 tools/peer/dsv4_make_ckpt.py --out "$src.partial" --ratios 4,128,4,128 \
     --tokenizer-dir tests/data/tokenizers/deepseek-v3 > "$1/gen.log" 2>&1 || { tail "$1/gen.log"; return 1; }
+  rm -rf "$src" && mv "$src.partial" "$src"
 }

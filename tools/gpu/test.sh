@@ -45,19 +45,25 @@ run model_parity_decode_gemv env DEEPINFER_DECODE_GEMV=1 DEEPINFER_DEVICE=cuda .
 # Then with it off: the CUDA-core stream and tensor-core GEMM it replaces by default.
 run backend_ops_moe_gemv env DEEPINFER_MOE_GEMV=1 .gpu/test_backend --gtest_filter='*BackendOps*Moe*'
 run model_parity_moe_gemv env DEEPINFER_MOE_GEMV=1 DEEPINFER_DEVICE=cuda .gpu/test_model
+# (x in three f16 parts, exact as float32 holds it, instead of the default two)
+run backend_ops_moe_gemv_x3 env DEEPINFER_MOE_GEMV=1 DEEPINFER_MOE_GEMV_X_PARTS=3 .gpu/test_backend --gtest_filter='*BackendOps*Moe*'
+run model_parity_moe_gemv_x3 env DEEPINFER_MOE_GEMV=1 DEEPINFER_MOE_GEMV_X_PARTS=3 DEEPINFER_DEVICE=cuda .gpu/test_model
 run backend_ops_moe_gemv_off env DEEPINFER_MOE_GEMV=0 .gpu/test_backend --gtest_filter='*BackendOps*Moe*'
 run model_parity_moe_gemv_off env DEEPINFER_MOE_GEMV=0 DEEPINFER_DEVICE=cuda .gpu/test_model
 grep -q "routed FP4 experts on the tensor-core decode GEMV" "$out/backend_ops_moe_gemv.log" ||
   { echo "--- backend_ops_moe_gemv: the FP4 GEMV never ran"; failures=$((failures + 1)); }
-# The tensor-core GEMM's grid-split schedule (opt-in until measured: x staged for every CTA of more
-# than 8 tokens, slices on their own CTAs; linear and the shared expert): against the reference, and
-# with every GEMM pinned to the tensor cores, each row alone (the in-CTA split) bit for bit against
-# the same row in a batch (MoeExpertsDecodeManyJobsPerCta: the shared expert's SwiGLU partials).
+# The tensor-core GEMM's grid-split schedule (the default: x staged for every CTA of more than 8
+# tokens, slices on their own CTAs; linear and the shared expert), named so that it prints its
+# notice: against the reference, and with every GEMM pinned to the tensor cores, each row alone (the
+# in-CTA split) bit for bit against the same row in a batch (MoeExpertsDecodeManyJobsPerCta: the
+# shared expert's SwiGLU partials). Then the in-CTA schedules it replaces (=0), pinned, and the parity.
 run backend_ops_grid_split env DEEPINFER_TC_GRID_SPLIT=1 DEEPINFER_TC_GEMM=1 .gpu/test_backend \
   --gtest_filter='*BackendOps*Linear*:*BackendOps*Moe*:*BackendOpsInvariant*'
-run model_parity_grid_split env DEEPINFER_TC_GRID_SPLIT=1 DEEPINFER_DEVICE=cuda .gpu/test_model
 grep -q "tensor-core GEMM slices on their own CTAs" "$out/backend_ops_grid_split.log" ||
   { echo "--- backend_ops_grid_split: the grid split never ran"; failures=$((failures + 1)); }
+run backend_ops_grid_split_off env DEEPINFER_TC_GRID_SPLIT=0 DEEPINFER_TC_GEMM=1 .gpu/test_backend \
+  --gtest_filter='*BackendOps*Linear*:*BackendOps*Moe*:*BackendOpsInvariant*'
+run model_parity_grid_split_off env DEEPINFER_TC_GRID_SPLIT=0 DEEPINFER_DEVICE=cuda .gpu/test_model
 # The cuBLASLt GEMM (cublas_linear.h) at every linear it takes, not only prefill-sized ones; the
 # first use prints the library, which the summary checks (asked for, it must have run).
 run backend_ops_cublas env DEEPINFER_CUBLAS_GEMM=1 DEEPINFER_CUBLAS_MIN_ROWS=1 .gpu/test_backend \

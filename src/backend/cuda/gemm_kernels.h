@@ -182,7 +182,7 @@ void launch_tc_split_x(const float* x, int64_t rows, int64_t groups, int64_t C, 
 // grid-split schedule's slice partials (tc_slice_bytes; unused when that is 0).
 void launch_linear_tc(int fmt, const DevMatrix& w, int64_t groups, const float* x, void* xc, int64_t tokens, float* y,
                       float* part);
-// The grid-split schedule, opt-in until measured (DEEPINFER_TC_GRID_SPLIT=1; linear and the shared
+// The grid-split schedule, the default (DEEPINFER_TC_GRID_SPLIT=0 turns it off; linear and the shared
 // expert's tensor-core GEMMs, launch_moe_gemm_tc over identity rows): calls of more than 8
 // tokens stage x in shared memory for every CTA (the 8 warps of a CTA read it once from L2, not once
 // each: ncu, H100, batch 32: the FP8 / BF16 linears moved 0.4-0.5 TB/s), and where whole-K CTAs

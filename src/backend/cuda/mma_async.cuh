@@ -53,16 +53,23 @@ __device__ __forceinline__ void split3_f16(float xs, __half& hi, __half& mid, __
   mid = __float2half_rn(r1);
   lo = __float2half_rn(r1 - __half2float(mid));
 }
+// xs as two f16 parts hi + lo: 22 significant bits (a relative error of at most 2^-23 of xs, about
+// one float32 rounding), for kernels that trade the third part's MMAs for more tokens per MMA.
+__device__ __forceinline__ void split2_f16(float xs, __half& hi, __half& lo) {
+  hi = __float2half_rn(xs);
+  lo = __float2half_rn(xs - __half2float(hi));  // (the difference is exact)
+}
 
 // The decode GEMVs' epilogue: row rr (0..15) of warp tile tl for token tok, from every warp's
 // accumulators red[(cg * warps + warp) * 32 + lane] = (C[g][2t], C[g][2t+1], C[g+8][2t], C[g+8][2t+1])
-// of B column group cg, where B column 3 tok + p holds part p of the token's x: the ks split-K
-// partials of each part in ascending order, then (hi + mid) + lo.
+// of B column group cg, where B column kParts tok + p holds part p of the token's x: the ks split-K
+// partials of each part in ascending order, then (hi + mid) + lo (two parts: hi + lo).
+template <int kParts = 3>
 __device__ __forceinline__ float tile_row_sum(const float4* red, int warps, int tl, int ks, int rr, int tok) {
   float v[3] = {0.f, 0.f, 0.f};
 #pragma unroll
-  for (int p = 0; p < 3; ++p) {
-    const int col = 3 * tok + p, cg = col >> 3, c8 = col & 7;
+  for (int p = 0; p < kParts; ++p) {
+    const int col = kParts * tok + p, cg = col >> 3, c8 = col & 7;
     const int src = (rr & 7) * 4 + c8 / 2, i = (rr >= 8 ? 2 : 0) + (c8 & 1);
     for (int q = 0; q < ks; ++q) {
       const float4 f = red[(cg * warps + tl * ks + q) * 32 + src];
@@ -70,7 +77,7 @@ __device__ __forceinline__ float tile_row_sum(const float4* red, int warps, int 
       v[p] = q == 0 ? e : v[p] + e;
     }
   }
-  return (v[0] + v[1]) + v[2];
+  return kParts == 3 ? (v[0] + v[1]) + v[2] : v[0] + v[1];
 }
 
 }  // namespace deepinfer::cuda::mma

@@ -1,6 +1,6 @@
-// The routed FP4 experts of a decode step (MoE tiles of 1-2 rows) on the tensor cores: gate / up
-// with the SwiGLU epilogue, then down. Opt-in (DEEPINFER_MOE_GEMV=1, gemm_kernels.h) until it is
-// measured against the CUDA-core stream (skinny_gemm.cuh), which it means to replace there.
+// The routed FP4 experts of a decode step (MoE tiles of up to 2 or 4 rows) on the tensor cores:
+// gate / up with the SwiGLU epilogue, then down. The default from 2 tokens a call
+// (moe_gemv_fp4_wanted, gemm_kernels.h).
 //
 // Why: the CUDA-core stream spends ~5 issued instructions on every FP4 element (decode, widen,
 // scale, FMA) and is issue-bound at ~1 TB/s (docs/perf.md, sessions 7 and 20). Here an element costs
@@ -8,20 +8,23 @@
 // block's scale is applied once per row to the block's sums.
 //
 // Operands (as decode_gemv_tc.cu's FP8 GEMV, "swap AB"): A = a warp's 16 weight rows (under SwiGLU
-// rows g are gate rows and rows g + 8 the same outputs' up rows), B = x split into three f16 parts
-// per token (hi + mid + lo, each 128-column step scaled by a power of two for f16's range), columns
-// 3 tok + p. Lane (g, t) copies block t of a 128-column step of rows g and g + 8 into shared memory
+// rows g are gate rows and rows g + 8 the same outputs' up rows), B = x split into P f16 parts per
+// token (each 128-column step scaled by a power of two for f16's range), columns P tok + p: by
+// default P = 2 (hi + lo, 22 bits of x: 4 tokens fill one MMA's 8 columns, and the smaller planes
+// let 2 CTAs share an SM at 4 tokens; ncu, H100, batch 128: 3 parts at 1 CTA an SM streamed 1.2
+// TB/s), P = 3 (hi + mid + lo: x exactly as float32 holds it) with DEEPINFER_MOE_GEMV_X_PARTS=3. Lane (g, t) copies block t of a 128-column step of rows g and g + 8 into shared memory
 // (16 bytes each, cp.async) and reads word t of all four blocks back (fp4_bits.h: which codes feed
 // which fragment slots; Fp4Bits.MmaFragmentsOfABlockGiveItsDotProducts checks the layout on the
 // host). Weights enter as value * 2^-14; the outputs are multiplied by 2^14 at the end (exact).
 // Rounding: products exact, sums in float32 per block, block sums times the E8M0 scale added per
-// step, then times the x step's power of two; parts added (hi + mid) + lo. Not the CUDA-core
-// tile's bits: batch invariance keeps that tile.
+// step, then times the x step's power of two; parts added (hi + mid) + lo, or hi + lo. Not the
+// CUDA-core tile's bits: batch invariance keeps that tile.
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdio>
 
 #include "backend/cuda/device_math.cuh"
 #include "backend/cuda/fp4_bits.h"
@@ -75,20 +78,21 @@ struct Args {
 template <bool kSwiglu>
 __host__ __device__ constexpr int tile_outs() { return kSwiglu ? kTileRows / 2 : kTileRows; }
 
-// Tokens of a tile TOK (2 or 4): B columns 3 tok + p in groups of 8 (one MMA each, sharing the A
-// fragments); a warp's steps in flight + 1 (more at 4 tokens, whose planes leave one CTA an SM).
-template <int TOK>
-__host__ __device__ constexpr int column_groups() { return (3 * TOK + 7) / 8; }
-template <int TOK>
-__host__ __device__ constexpr int stages() { return TOK > 2 ? 8 : 4; }
+// Tokens of a tile TOK (2 or 4), parts of x P (2 or 3): B columns P tok + p in groups of 8 (one MMA
+// each, sharing the A fragments); a warp's steps in flight + 1 (more where the planes leave one CTA
+// an SM: 4 tokens in 3 parts).
+template <int TOK, int P>
+__host__ __device__ constexpr int column_groups() { return (P * TOK + 7) / 8; }
+template <int TOK, int P>
+__host__ __device__ constexpr int stages() { return TOK > 2 && P == 3 ? 8 : 4; }
 
 __host__ __device__ constexpr int64_t plane_stride(int64_t K) { return K + kPlanePad; }
-// Dynamic shared memory: the weight stages, 3 TOK f16 planes of x, then the steps' powers of two [TOK][K / 128].
-template <int TOK>
-__host__ __device__ constexpr size_t planes_offset() { return stages<TOK>() * kStageBytes; }
-template <int TOK>
+// Dynamic shared memory: the weight stages, P TOK f16 planes of x, then the steps' powers of two [TOK][K / 128].
+template <int TOK, int P>
+__host__ __device__ constexpr size_t planes_offset() { return stages<TOK, P>() * kStageBytes; }
+template <int TOK, int P>
 __host__ __device__ constexpr size_t smem_bytes(int64_t K) {
-  return planes_offset<TOK>() + static_cast<size_t>(3 * TOK * plane_stride(K)) * 2 +
+  return planes_offset<TOK, P>() + static_cast<size_t>(P * TOK * plane_stride(K)) * 2 +
          static_cast<size_t>(TOK * (K / kStepK)) * 4;
 }
 
@@ -96,7 +100,7 @@ __host__ __device__ constexpr size_t smem_bytes(int64_t K) {
 // of it columns 8 l .. 8 l + 7 of the step, stored in f4_mma_x_position order. The step's largest
 // magnitude sets its power of two (mma::f16_block_exponent), as in decode_gemv_tc.cu's split_x. Rows past
 // `rows` get no planes: the MMAs read zeros for their columns.
-template <int TOK>
+template <int TOK, int P>
 __device__ void split_x(const Args& a, int64_t rb, int rows, __half* planes, float* step_scale) {
   const int lane = static_cast<int>(threadIdx.x) & 31, warp = static_cast<int>(threadIdx.x) >> 5;
   const int half = lane >> 4, hl = lane & 15;
@@ -125,15 +129,18 @@ __device__ void split_x(const Args& a, int64_t rb, int rows, __half* planes, flo
       const int e = mma::f16_block_exponent(m);
       const float to_f16 = mma::pow2f(-e);
       if (hl == 0) step_scale[tok * nsteps + st] = mma::pow2f(e);
-      __half part[3][8];
+      __half part[P][8];
 #pragma unroll
       for (int c = 0; c < 8; ++c) {
         const int pos = f4_mma_x_position(c);
-        mma::split3_f16(v[c] * to_f16, part[0][pos], part[1][pos], part[2][pos]);
+        if constexpr (P == 3)
+          mma::split3_f16(v[c] * to_f16, part[0][pos], part[1][pos], part[2][pos]);
+        else
+          mma::split2_f16(v[c] * to_f16, part[0][pos], part[1][pos]);
       }
 #pragma unroll
-      for (int p = 0; p < 3; ++p)
-        *reinterpret_cast<uint4*>(planes + (3 * tok + p) * stride + st * kStepK + 8 * hl) =
+      for (int p = 0; p < P; ++p)
+        *reinterpret_cast<uint4*>(planes + (P * tok + p) * stride + st * kStepK + 8 * hl) =
             make_uint4(pack_f16(part[p][0], part[p][1]), pack_f16(part[p][2], part[p][3]),
                        pack_f16(part[p][4], part[p][5]), pack_f16(part[p][6], part[p][7]));
     }
@@ -142,17 +149,17 @@ __device__ void split_x(const Args& a, int64_t rb, int rows, __half* planes, flo
 
 // grid: resident CTAs, each taking a contiguous run of the jobs (MoE tile, column tile); the warp
 // (tile, ksi) = (warp / ks, warp % ks) takes its 16 rows and the steps ksi, ksi + ks, ... of a job.
-template <int TOK, bool kSwiglu>
+template <int TOK, bool kSwiglu, int P>
 __global__ void __launch_bounds__(kThreads, 2) moe_gemv_fp4_kernel(Args a) {
   wait_for_previous_kernel();
-  constexpr int G = column_groups<TOK>(), kStages = stages<TOK>();
+  constexpr int G = column_groups<TOK, P>(), kStages = stages<TOK, P>();
   extern __shared__ __align__(16) unsigned char smem[];
   __shared__ float4 red[G][kWarps][32];
   constexpr int kOuts = tile_outs<kSwiglu>();
   const int64_t K = a.K, stride = plane_stride(K), nsteps = K / kStepK;
-  __half* planes = reinterpret_cast<__half*>(smem + planes_offset<TOK>());
+  __half* planes = reinterpret_cast<__half*>(smem + planes_offset<TOK, P>());
   float* step_scale =
-      reinterpret_cast<float*>(smem + planes_offset<TOK>() + static_cast<size_t>(3 * TOK * stride) * 2);
+      reinterpret_cast<float*>(smem + planes_offset<TOK, P>() + static_cast<size_t>(P * TOK * stride) * 2);
 
   const int64_t jobs = static_cast<int64_t>(*a.tile_count) * a.ncol;
   const int64_t b_first = static_cast<int64_t>(blockIdx.x) * jobs / gridDim.x;
@@ -163,12 +170,12 @@ __global__ void __launch_bounds__(kThreads, 2) moe_gemv_fp4_kernel(Args a) {
   const int ks = a.ks, ksi = warp % ks, tile = warp / ks, tiles = kWarps / ks;
   const int per_job = static_cast<int>((nsteps - ksi + ks - 1) / ks);
   unsigned char* wstage = smem + static_cast<size_t>(warp) * kWarpStageBytes;  // + st * kStageBytes
-  // The tokens of B columns 8 cg + 2t and 8 cg + 2t + 1 (columns past 3 TOK are zero: any scale).
+  // The tokens of B columns 8 cg + 2t and 8 cg + 2t + 1 (columns past P TOK are zero: any scale).
   int tok0[G], tok1[G];
 #pragma unroll
   for (int cg = 0; cg < G; ++cg) {
-    tok0[cg] = min((8 * cg + 2 * t) / 3, TOK - 1);
-    tok1[cg] = min((8 * cg + 2 * t + 1) / 3, TOK - 1);
+    tok0[cg] = min((8 * cg + 2 * t) / P, TOK - 1);
+    tok1[cg] = min((8 * cg + 2 * t + 1) / P, TOK - 1);
   }
   int64_t split_tile = -1;
 
@@ -205,7 +212,7 @@ __global__ void __launch_bounds__(kThreads, 2) moe_gemv_fp4_kernel(Args a) {
     // x of a new tile, while those copies are in flight (the last job ended with a barrier, so
     // nobody reads the planes any more).
     if (ti != split_tile) {
-      split_x<TOK>(a, mt.row_begin, rows, planes, step_scale);
+      split_x<TOK, P>(a, mt.row_begin, rows, planes, step_scale);
       __syncthreads();
       split_tile = ti;
     }
@@ -233,7 +240,7 @@ __global__ void __launch_bounds__(kThreads, 2) moe_gemv_fp4_kernel(Args a) {
         for (int cg = 0; cg < G; ++cg) {
           const int plane = 8 * cg + g;  // this lane's B column
           uint4 xv = make_uint4(0, 0, 0, 0);
-          if (plane < 3 * rows)
+          if (plane < P * rows)
             xv = *reinterpret_cast<const uint4*>(planes + plane * stride + sp * kStepK + 32 * blk + 8 * t);
           float c[4] = {0.f, 0.f, 0.f, 0.f};
           mma_f16(c, a0[0], a0[1], a0[2], a0[3], xv.x, xv.y);
@@ -255,14 +262,14 @@ __global__ void __launch_bounds__(kThreads, 2) moe_gemv_fp4_kernel(Args a) {
       __syncwarp();  // every lane has read this stage before any lane copies into it again
     }
 
-    // The ks partial sums of each warp tile in ascending order, then (hi + mid) + lo, times 2^14.
+    // The ks partial sums of each warp tile in ascending order, then the parts', times 2^14.
 #pragma unroll
     for (int cg = 0; cg < G; ++cg) red[cg][warp][lane] = make_float4(acc[cg][0], acc[cg][1], acc[cg][2], acc[cg][3]);
     __syncthreads();
     for (int th = static_cast<int>(threadIdx.x); th < tiles * kOuts * TOK; th += kThreads) {
       const int tl = th / (kOuts * TOK), r = (th / TOK) % kOuts, tok = th % TOK;
       // (the weights entered as value x 2^-14)
-      auto row_sum = [&](int rr) { return mma::tile_row_sum(&red[0][0][0], kWarps, tl, ks, rr, tok) * 0x1p14f; };
+      auto row_sum = [&](int rr) { return mma::tile_row_sum<P>(&red[0][0][0], kWarps, tl, ks, rr, tok) * 0x1p14f; };
       float out = row_sum(r);
       if constexpr (kSwiglu) out = skinny::swiglu_clamped(out, row_sum(r + 8), a.limit);
       int64_t ob = col * kOuts * tiles + tl * kOuts;
@@ -284,10 +291,22 @@ TcPolicy moe_gemv_policy() {
   return p;
 }
 
-template <bool kSwiglu, int TOK>
+// Parts of x (mg: P): DEEPINFER_MOE_GEMV_X_PARTS=3 for x exactly as float32 holds it, else 2.
+int moe_gemv_x_parts() {
+  static const int parts = [] {
+    const int64_t n = positive_env("DEEPINFER_MOE_GEMV_X_PARTS", 2);
+    if (n != 2 && n != 3)
+      std::fprintf(stderr, "deepinfer: DEEPINFER_MOE_GEMV_X_PARTS=%lld is not 2 or 3; the FP4 GEMV splits x in 2 parts\n",
+                   static_cast<long long>(n));
+    return n == 3 ? 3 : 2;
+  }();
+  return parts;
+}
+
+template <bool kSwiglu, int TOK, int P>
 void launch_tok(mg::Args a, int64_t max_tiles) {
-  const size_t smem = mg::smem_bytes<TOK>(a.K);
-  const size_t cta = smem + sizeof(float4) * mg::column_groups<TOK>() * mg::kWarps * 32 + 1024;
+  const size_t smem = mg::smem_bytes<TOK, P>(a.K);
+  const size_t cta = smem + sizeof(float4) * mg::column_groups<TOK, P>() * mg::kWarps * 32 + 1024;
   const int64_t resident = static_cast<int64_t>(device_sm_count()) * (2 * cta <= device_smem_per_sm() ? 2 : 1);
   // Split K (from the shapes and the plan's bound only, never the routing) while the jobs would
   // leave resident CTAs idle (batch 1: 6 tiles x 32 column tiles for 264 CTAs), keeping at least 4
@@ -301,8 +320,16 @@ void launch_tok(mg::Args a, int64_t max_tiles) {
   a.ncol = column_tiles(ks);
   const auto grid = static_cast<unsigned>(std::max<int64_t>(1, std::min(max_tiles * a.ncol, resident)));
   // A refused shared-memory size stays in cudaGetLastError for the caller's launch check.
-  if (allow_dynamic_smem<mg::moe_gemv_fp4_kernel<TOK, kSwiglu>>(mg::kMaxSmem))
-    launch(mg::moe_gemv_fp4_kernel<TOK, kSwiglu>, grid, mg::kThreads, smem, a);
+  if (allow_dynamic_smem<mg::moe_gemv_fp4_kernel<TOK, kSwiglu, P>>(mg::kMaxSmem))
+    launch(mg::moe_gemv_fp4_kernel<TOK, kSwiglu, P>, grid, mg::kThreads, smem, a);
+}
+
+template <bool kSwiglu, int TOK>
+void launch_parts(mg::Args a, int64_t max_tiles) {
+  if (moe_gemv_x_parts() == 3)
+    launch_tok<kSwiglu, TOK, 3>(a, max_tiles);
+  else
+    launch_tok<kSwiglu, TOK, 2>(a, max_tiles);
 }
 
 }  // namespace
@@ -315,7 +342,13 @@ int moe_gemv_fp4_tile_rows(std::span<const DevMatrix> ws, bool swiglu) {
     if (gemm_format(w) != skinny::kF4 || w.scale_dtype != 4 || w.rows != R || w.cols != K || w.scale_cols != K / 32 ||
         reinterpret_cast<uintptr_t>(w.data) % 16 != 0 || reinterpret_cast<uintptr_t>(w.scale) % 4 != 0)
       return 0;
-  return mg::smem_bytes<4>(K) <= mg::kMaxSmem ? 4 : mg::smem_bytes<2>(K) <= mg::kMaxSmem ? 2 : 0;
+  const bool three = moe_gemv_x_parts() == 3;
+  auto fits = [&](int tok) {
+    const size_t bytes = tok == 4 ? (three ? mg::smem_bytes<4, 3>(K) : mg::smem_bytes<4, 2>(K))
+                                  : (three ? mg::smem_bytes<2, 3>(K) : mg::smem_bytes<2, 2>(K));
+    return bytes <= mg::kMaxSmem;
+  };
+  return fits(4) ? 4 : fits(2) ? 2 : 0;
 }
 
 int64_t moe_gemv_fp4_min_tokens() {
@@ -352,14 +385,14 @@ void launch_moe_gemv_fp4(bool swiglu, const DevMatrix* wa, const DevMatrix* wb, 
   // skip their x split, and their columns read as zeros.
   if (tile_rows <= 2) {
     if (swiglu)
-      launch_tok<true, 2>(a, max_tiles);
+      launch_parts<true, 2>(a, max_tiles);
     else
-      launch_tok<false, 2>(a, max_tiles);
+      launch_parts<false, 2>(a, max_tiles);
   } else {
     if (swiglu)
-      launch_tok<true, 4>(a, max_tiles);
+      launch_parts<true, 4>(a, max_tiles);
     else
-      launch_tok<false, 4>(a, max_tiles);
+      launch_parts<false, 4>(a, max_tiles);
   }
 }
 

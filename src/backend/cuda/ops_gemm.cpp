@@ -164,8 +164,10 @@ void CudaBackend::linear_any(const WeightMatrix& w, int64_t groups, TensorView x
     const size_t part_bytes = tc_grid_split_wanted() ? tc_slice_bytes(dw, groups, T, x.f32()) : 0;
     auto* part = part_bytes ? static_cast<float*>(scratch(part_bytes, kTcScratch + 1)) : nullptr;
     if (part) {
-      static std::once_flag logged;  // tools/gpu/test.sh checks that it ran where asked for
-      std::call_once(logged, [] { fmt::print(stderr, "deepinfer: tensor-core GEMM slices on their own CTAs\n"); });
+      static std::once_flag logged;  // tools/gpu/test.sh checks that it ran where asked for (named)
+      std::call_once(logged, [] {
+        if (std::getenv("DEEPINFER_TC_GRID_SPLIT")) fmt::print(stderr, "deepinfer: tensor-core GEMM slices on their own CTAs\n");
+      });
     }
     launch_linear_tc(fmt, dw, groups, x.f32(), xc, T, y.f32(), part);
   } else if (T > 2 || !tensor_cores_when(true) || !launch_decode_gemv_tc(dw, groups, x.f32(), T, y.f32())) {

@@ -337,7 +337,9 @@ Schedule plan_linear(int64_t R, int64_t C, int64_t groups, int64_t tokens, bool 
 }  // namespace
 
 bool tc_grid_split_wanted() {
-  static const bool on = policy_from_env("DEEPINFER_TC_GRID_SPLIT") == TcPolicy::Always;
+  // The default since session 22 (H100, decode at 4K context: B=32 11.23 -> 8.90 ms a step, B=128
+  // 25.28 -> 22.01 ms; docs/perf.md); DEEPINFER_TC_GRID_SPLIT=0 goes back to the in-CTA schedules.
+  static const bool on = policy_from_env("DEEPINFER_TC_GRID_SPLIT") != TcPolicy::Never;
   return on;
 }
 
@@ -405,7 +407,7 @@ int tc_moe_tile_rows(int64_t rows_per_expert) { return 8 * tc::tiles_for(rows_pe
 namespace {
 
 // How launch_moe_gemm_tc runs a call: the routed experts' tiles as always; the shared expert's
-// identity rows under DEEPINFER_TC_GRID_SPLIT as linear's.
+// identity rows under the grid split (tc_grid_split_wanted) as linear's.
 Schedule plan_moe(bool swiglu, bool identity, int64_t n_out, int64_t K, int tile_rows, int64_t grid_tiles, bool raw,
                  bool routed) {
   Schedule p{};

@@ -117,7 +117,7 @@ __device__ __forceinline__ Split split4(const float4 v) {
 // (ncu, session 15: these kernels spent half their cycles on that scoreboard). A stage holds, for
 // the CTA's 8 NT token rows, the piece's CH hi / mid records then its CH lo records; a row pitch of
 // CH + 4 records (64 mod 128 bytes, 32 mod 64 for lo) keeps the fragment reads conflict-free. The
-// MMAs and their order are unchanged, so the bits are too. (Opt-in, DEEPINFER_TC_GRID_SPLIT: every
+// MMAs and their order are unchanged, so the bits are too. (The grid split, gemm_kernels.h: every
 // seq CTA of 32 or 64 tokens stages, and the split schedule's slices become CTAs; gemm_kernels.h.)
 constexpr int kStages = 3;
 __host__ __device__ constexpr int stage_stride(int ch) { return ch >= 8 ? ch + 4 : 4; }
