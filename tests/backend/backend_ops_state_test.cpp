@@ -227,7 +227,8 @@ TEST_P(BackendOps, IndexerSelectBothTiePolicies) {
   // mid-window, a decode far in, on out-of-order tables; and a decode 200 entries in whose keys are
   // zero but for entries 77 and 160 (copies of its head-0 query, so they score above 0): the other
   // 199 tie at 0 and the tie order decides (top_k 3 ranks them as torch.topk's partial sort does,
-  // top_k >= 4 as its nth_element; neither takes the lowest-indexed zeros).
+  // top_k >= 4 as its nth_element; neither takes the lowest-indexed zeros). The prefill's 64 tokens
+  // make the CUDA scoring kernel give each warp several entries (enough CTAs for 2 an SM on 132 SMs).
   enum class Weights { Positive, Mixed };
   struct Case {
     int32_t slot;
@@ -239,10 +240,10 @@ TEST_P(BackendOps, IndexerSelectBothTiePolicies) {
   std::vector<int32_t> long_table(101);
   for (size_t i = 0; i < long_table.size(); ++i) long_table[i] = static_cast<int32_t>(122 - i);
   const std::vector<Case> cases = {{1, {3, 0, 5, 2, 7, 6}, 40, 6, Weights::Positive},
-                                   {0, {8, 1}, 0, 9, Weights::Mixed},
+                                   {0, {8, 1, 123, 124, 125, 126, 127, 128}, 0, 64, Weights::Mixed},
                                    {2, {4, 11, 9, 10, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21}, 105, 1, Weights::Positive},
                                    {3, long_table, 803, 1, Weights::Positive, true}};
-  Pools pools(*be, layout, 4, 123);
+  Pools pools(*be, layout, 4, 129);
   std::vector<SeqSlice> seqs;
   int64_t T = 0;
   for (const auto& c : cases) {
