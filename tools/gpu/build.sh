@@ -50,3 +50,10 @@ if [ -z "${NO_STAGE_ARCHIVE:-}" ] && command -v xz > /dev/null; then
 else
   echo "staged in .gpu: $(ls .gpu | tr '\n' ' ')"
 fi
+# The device tool carries the working tree plus .gpu, at most 64 MiB: say so here, not there.
+tree_bytes=$(git ls-files -z | xargs -0 du -cb 2>/dev/null | tail -1 | cut -f1)
+stage_bytes=$(du -sb .gpu | cut -f1)
+if [ $((tree_bytes + stage_bytes)) -gt $((64 * 1024 * 1024)) ]; then
+  echo "warning: tree ($((tree_bytes / 1048576)) MiB) + .gpu ($((stage_bytes / 1048576)) MiB) exceed the device tool's 64 MiB;" \
+    "the GPU scripts never read tests/data/tokenizer (5.7 MB): move it out of the tree for the device calls, and back after"
+fi
