@@ -64,6 +64,17 @@ grep -q "tensor-core GEMM slices on their own CTAs" "$out/backend_ops_grid_split
 run backend_ops_grid_split_off env DEEPINFER_TC_GRID_SPLIT=0 DEEPINFER_TC_GEMM=1 .gpu/test_backend \
   --gtest_filter='*BackendOps*Linear*:*BackendOps*Moe*:*BackendOpsInvariant*'
 run model_parity_grid_split_off env DEEPINFER_TC_GRID_SPLIT=0 DEEPINFER_DEVICE=cuda .gpu/test_model
+# The tensor-core attention in key splits (opt-in until measured): every call split at 64 keys (rows
+# then depend on their own keys only: the op tests' row-alone-against-batch checks hold), and the
+# model parity with the tensor-core kernel from 1 token, split where SMs would idle.
+run backend_ops_attention_split env DEEPINFER_TC_ATTENTION_SPLIT_KEYS=64 .gpu/test_backend \
+  --gtest_filter='*BackendOps*Attention*'
+run model_parity_attention_split env DEEPINFER_TC_ATTENTION_SPLIT=1 DEEPINFER_TC_ATTENTION_MIN_TOKENS=1 \
+  DEEPINFER_DEVICE=cuda .gpu/test_model
+for log in backend_ops_attention_split model_parity_attention_split; do
+  grep -q "tensor-core attention in key splits" "$out/$log.log" ||
+    { echo "--- $log: the key splits never ran"; failures=$((failures + 1)); }
+done
 # The cuBLASLt GEMM (cublas_linear.h) at every linear it takes, not only prefill-sized ones; the
 # first use prints the library, which the summary checks (asked for, it must have run).
 run backend_ops_cublas env DEEPINFER_CUBLAS_GEMM=1 DEEPINFER_CUBLAS_MIN_ROWS=1 .gpu/test_backend \

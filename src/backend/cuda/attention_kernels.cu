@@ -697,8 +697,14 @@ void launch_sparse_attention(const SparseAttentionArgs& a, int64_t t0, int64_t t
   }
   launch(sparse_attention_partial_kernel, dim3(blocks, static_cast<unsigned>(splits)), kAttnWarps * 32, 0, 
       a, t0, splits, part_m, part_l, part_o);
-  launch(sparse_attention_combine_kernel, blocks, 128, static_cast<size_t>(splits) * sizeof(float), 
-      a, t0, splits, part_m, part_l, part_o);
+  launch_sparse_attention_combine(a, t0, tokens, splits, part_m, part_l, part_o);
+}
+
+void launch_sparse_attention_combine(const SparseAttentionArgs& a, int64_t t0, int64_t tokens, int64_t splits,
+                                     const float* part_m, const float* part_l, const float* part_o) {
+  if (tokens <= 0 || a.H <= 0 || splits <= 0) return;
+  launch(sparse_attention_combine_kernel, static_cast<unsigned>(tokens * a.H), 128,
+         static_cast<size_t>(splits) * sizeof(float), a, t0, splits, part_m, part_l, part_o);
 }
 
 }  // namespace deepinfer::cuda

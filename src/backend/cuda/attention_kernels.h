@@ -102,5 +102,20 @@ void launch_sparse_attention(const SparseAttentionArgs& a, int64_t t0, int64_t t
 // sizes with sparse_attention_tc_supports.
 bool sparse_attention_tc_supports(int64_t hd);
 void launch_sparse_attention_tc(const SparseAttentionArgs& a, int64_t t0, int64_t tokens);
+// Key splits for the tensor-core kernel: where its CTAs (a token's 32-head groups) would leave SMs
+// idle, each CTA walks split_keys keys of its token's list (a multiple of the 32-key tile) and writes
+// a partial for sparse_attention_combine_kernel, as the CUDA-core splits do. DEEPINFER_TC_ATTENTION_SPLIT:
+// =1 splits where that fills SMs (opt-in until measured), =0 never; DEEPINFER_TC_ATTENTION_SPLIT_KEYS=N
+// splits every call at N keys (rounded up to 32), whatever the batch: each row's bits then depend
+// on its own keys only (tools/gpu/test.sh runs the attention op tests so). Returns the splits
+// (1: none) and sets *split_keys.
+int64_t sparse_attention_tc_splits(int64_t tokens, int64_t H, int64_t max_keys, int64_t* split_keys);
+// Tokens [t0, t0 + tokens) in `splits` splits of split_keys keys: partials part_m / part_l [tokens, H,
+// splits] and part_o [tokens, H, splits, hd], then their combine with the sink into a.out.
+void launch_sparse_attention_tc_split(const SparseAttentionArgs& a, int64_t t0, int64_t tokens, int64_t splits,
+                                      int64_t split_keys, float* part_m, float* part_l, float* part_o);
+// The CUDA-core path's combine of split partials (the layout above) into a.out.
+void launch_sparse_attention_combine(const SparseAttentionArgs& a, int64_t t0, int64_t tokens, int64_t splits,
+                                     const float* part_m, const float* part_l, const float* part_o);
 
 }  // namespace deepinfer::cuda

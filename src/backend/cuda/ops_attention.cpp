@@ -1,7 +1,11 @@
 // CUDA state ops: compressors, indexer, window ring, sparse attention. Host side: shape checks,
 // staging and launches of the kernels in attention_kernels.cu (semantics: cpu/attention_ops.cpp).
 #include <algorithm>
+#include <cstdlib>
+#include <mutex>
 #include <vector>
+
+#include <fmt/core.h>
 
 #include "backend/cuda/attention_kernels.h"
 #include "backend/cuda/gemm_kernels.h"  // the tensor-core policy
@@ -209,13 +213,7 @@ void CudaBackend::sparse_attention(TensorView q, TensorView kv, const backend::W
   if (entries) a.entries = dev_compressor(*entries);
   a.selected = use_selection ? selected.i32() : nullptr;
   a.k_sel = k_sel;
-  if (attention_on_tensor_cores(T, hd)) {
-    launch_sparse_attention_tc(a, 0, T);
-    DEEPINFER_CUDA_LAUNCHED();
-    return;
-  }
-  // Splits for the step's longest key list (each token's own count decides which of them it fills),
-  // in token groups whose partials fit the budget.
+  // The step's longest key list (each token's own count decides which splits it fills).
   int64_t max_keys = 1;
   for (const DeviceSeq& sq : staged.host) {
     const int64_t pos = sq.start + sq.count - 1;
@@ -225,6 +223,25 @@ void CudaBackend::sparse_attention(TensorView q, TensorView kv, const backend::W
   }
   if (step_token_capacity(state) > 0)  // a recorded step: the bound for the tokens its tables can hold
     max_keys = wl.window + (!entries ? 0 : use_selection ? k_sel : step_token_capacity(state) / entries->rate);
+  if (attention_on_tensor_cores(T, hd)) {
+    int64_t split_keys = 0;
+    const int64_t tc_splits = sparse_attention_tc_splits(T, H, max_keys, &split_keys);
+    if (tc_splits <= 1) {
+      launch_sparse_attention_tc(a, 0, T);
+    } else {
+      static std::once_flag logged;  // tools/gpu/test.sh checks that it ran where asked for (named)
+      std::call_once(logged, [] {
+        if (std::getenv("DEEPINFER_TC_ATTENTION_SPLIT") || std::getenv("DEEPINFER_TC_ATTENTION_SPLIT_KEYS"))
+          fmt::print(stderr, "deepinfer: tensor-core attention in key splits\n");
+      });
+      auto* part_o = static_cast<float*>(scratch(static_cast<size_t>(T * H * tc_splits * hd) * sizeof(float), 0));
+      auto* part_ml = static_cast<float*>(scratch(static_cast<size_t>(2 * T * H * tc_splits) * sizeof(float), 1));
+      launch_sparse_attention_tc_split(a, 0, T, tc_splits, split_keys, part_ml, part_ml + T * H * tc_splits, part_o);
+    }
+    DEEPINFER_CUDA_LAUNCHED();
+    return;
+  }
+  // Splits in token groups whose partials fit the budget.
   const int64_t splits = (max_keys + kAttentionSplitKeys - 1) / kAttentionSplitKeys;
   // The plan spreads them over the GPU (the same bits either way); split partials go through
   // global memory in token groups that fit the budget.

@@ -11,6 +11,12 @@
 //  4. O += P V (32 x head_dim), V being the same shared tile (K and V are one vector in V4).
 // The sink logit takes mass at the end and is dropped, as in combine_splits.
 //
+// Key splits (sparse_attention_tc_splits, attention_kernels.h): at batch 32 the 64 CTAs (32 tokens x
+// 2 head groups) filled 64 of 132 SMs, each walking 640 keys (ncu, H100: 171 us a layer, 16x its
+// bytes). With splits, CTA (token, group, split) walks keys [split x split_keys, + split_keys) and
+// writes its running max, sum and unnormalised output as a partial, which the CUDA-core path's
+// combine kernel merges with the sink in split order.
+//
 // Precision: mma.sync m16n8k8 TF32 with every operand split in two TF32 parts (big = x rounded to
 // TF32, small = x - big rounded again) and three MMAs per product (small*big, big*small, big*big):
 // about float32's precision (the dropped small*small term is ~2^-22 relative), not its bits. The
@@ -29,9 +35,12 @@
 // conflict-free; step 4's V loads see 2-way conflicts.
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdint>
 
 #include "backend/cuda/attention_kernels.h"
+#include "backend/cuda/gemm_kernels.h"  // policy_from_env, positive_env
+#include "backend/cuda/launch_control.h"
 #include "backend/cuda/launch.cuh"
 #include "backend/cuda/state_math.cuh"
 
@@ -147,7 +156,15 @@ __device__ __forceinline__ void gather_tile(const SparseAttentionArgs& a, const 
   }
 }
 
-__global__ void __launch_bounds__(kThreads, 1) sparse_attention_tc_kernel(SparseAttentionArgs a, int64_t t0) {
+// Where partials go (m null: no splits, the CTA writes the normalised output).
+struct SplitOut {
+  float* m;
+  float* l;
+  float* o;
+  int64_t splits, keys;
+};
+
+__global__ void __launch_bounds__(kThreads, 1) sparse_attention_tc_kernel(SparseAttentionArgs a, int64_t t0, SplitOut so) {
   wait_for_previous_kernel();
   extern __shared__ float smem[];
   const int hd = static_cast<int>(a.hd), rs = static_cast<int>(row_stride(hd));  // <= 516
@@ -168,11 +185,14 @@ __global__ void __launch_bounds__(kThreads, 1) sparse_attention_tc_kernel(Sparse
   const int64_t nwin = pos - p0 + 1;
   const int64_t nkeys = nwin + (!a.has_entries ? 0 : a.selected ? a.k_sel : (pos + 1) / a.entries.rate);
   const float* ring = a.st.slots + static_cast<int64_t>(seq.slot) * a.st.slot_elems + a.window_offset;
+  // The CTA's keys: all, or its split's (a multiple of the tile; a split past the list is empty).
+  const int64_t k_begin = so.m ? static_cast<int64_t>(blockIdx.y) * so.keys : 0;
+  const int64_t k_end = so.m ? (k_begin + so.keys < nkeys ? k_begin + so.keys : nkeys) : nkeys;
 
   // Q of the CTA's heads (rows past the last head are zero) and the first tile: one cp.async group.
   for (int r = warp; r < kHeadsPerCta; r += kWarps)
     copy_row(r < heads ? a.q + (t * a.H + h0 + r) * hd : nullptr, hd, q_s + r * rs);
-  gather_tile(a, seq, t, p0, nwin, nkeys, ring, 0, k_s, valid_s);
+  gather_tile(a, seq, t, p0, nwin, nkeys, ring, k_begin, k_s, valid_s);
   cp_async_commit();
 
   // Warp (mh, kq): heads 16 mh .. + 15; in step 2 head_dim's k-steps kq + 4 i, in step 4 its dim
@@ -186,10 +206,10 @@ __global__ void __launch_bounds__(kThreads, 1) sparse_attention_tc_kernel(Sparse
   float m_run = neg_inf(), l_run = 0.0f;
 
   int buf = 0;
-  for (int64_t base = 0; base < nkeys; base += kTileKeys, buf ^= 1) {
+  for (int64_t base = k_begin; base < k_end; base += kTileKeys, buf ^= 1) {
     // 1. The next tile into the other buffer (free: the barrier at the end of the last tile), then
     // wait for this one.
-    if (base + kTileKeys < nkeys)
+    if (base + kTileKeys < k_end)
       gather_tile(a, seq, t, p0, nwin, nkeys, ring, base + kTileKeys, k_s + (buf ^ 1) * kTileKeys * rs,
                   valid_s + (buf ^ 1) * kTileKeys);
     cp_async_commit();
@@ -295,6 +315,28 @@ __global__ void __launch_bounds__(kThreads, 1) sparse_attention_tc_kernel(Sparse
     p_s[threadIdx.x / 8] = l_run;  // P is free now
   }
   __syncthreads();
+  if (so.m) {  // a split's partial: its max, its sum and O relative to that max (combine_splits' input)
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int row = 16 * mh + g + 8 * half;
+      if (row >= heads) continue;
+      const int64_t slot = ((t - t0) * a.H + h0 + row) * so.splits + blockIdx.y;
+      if (kq == 0 && tg == 0) {
+        so.m[slot] = corr_s[row];
+        so.l[slot] = p_s[row];
+      }
+      float* out = so.o + slot * hd;
+#pragma unroll
+      for (int i = 0; i < kMaxDimTilesPerWarp; ++i) {
+        const int tile = nd + 4 * i;
+        if (tile >= dim_tiles) continue;
+        const int64_t c = 8 * tile + 2 * tg;
+        out[c] = o[i][2 * half];
+        out[c + 1] = o[i][2 * half + 1];
+      }
+    }
+    return;
+  }
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
     const int row = 16 * mh + g + 8 * half;
@@ -325,7 +367,41 @@ void launch_sparse_attention_tc(const SparseAttentionArgs& a, int64_t t0, int64_
   const int64_t groups = (a.H + kHeadsPerCta - 1) / kHeadsPerCta;
   // Opted in once for the largest head size (the attribute is a ceiling).
   if (!allow_dynamic_smem<sparse_attention_tc_kernel>(shared_bytes(kMaxAttentionHeadDim))) return;
-  launch(sparse_attention_tc_kernel, static_cast<unsigned>(tokens * groups), kThreads, shared_bytes(a.hd), a, t0);
+  launch(sparse_attention_tc_kernel, static_cast<unsigned>(tokens * groups), kThreads, shared_bytes(a.hd), a, t0,
+         SplitOut{});
+}
+
+int64_t sparse_attention_tc_splits(int64_t tokens, int64_t H, int64_t max_keys, int64_t* split_keys) {
+  static const TcPolicy policy = policy_from_env("DEEPINFER_TC_ATTENTION_SPLIT");
+  static const int64_t fixed = positive_env("DEEPINFER_TC_ATTENTION_SPLIT_KEYS", 0);
+  auto round_to_tile = [](int64_t k) { return (k + kTileKeys - 1) / kTileKeys * kTileKeys; };
+  *split_keys = max_keys;
+  if (max_keys <= 0) return 1;
+  int64_t keys = 0;
+  if (fixed > 0) {
+    keys = round_to_tile(fixed);
+  } else {
+    if (policy != TcPolicy::Always) return 1;  // (Auto: opt-in until measured)
+    // As many splits as the idle SMs allow (one CTA an SM: 217 KB of shared memory), 64 keys or more each.
+    const int64_t ctas = tokens * ((H + kHeadsPerCta - 1) / kHeadsPerCta);
+    const int64_t want = device_sm_count() / std::max<int64_t>(ctas, 1);
+    if (want < 2) return 1;
+    keys = std::max<int64_t>(2 * kTileKeys, round_to_tile((max_keys + want - 1) / want));
+  }
+  const int64_t splits = (max_keys + keys - 1) / keys;
+  if (splits < 2) return 1;
+  *split_keys = keys;
+  return splits;
+}
+
+void launch_sparse_attention_tc_split(const SparseAttentionArgs& a, int64_t t0, int64_t tokens, int64_t splits,
+                                      int64_t split_keys, float* part_m, float* part_l, float* part_o) {
+  if (tokens <= 0 || a.H <= 0 || splits <= 0) return;
+  const int64_t groups = (a.H + kHeadsPerCta - 1) / kHeadsPerCta;
+  if (!allow_dynamic_smem<sparse_attention_tc_kernel>(shared_bytes(kMaxAttentionHeadDim))) return;
+  launch(sparse_attention_tc_kernel, dim3(static_cast<unsigned>(tokens * groups), static_cast<unsigned>(splits)),
+         kThreads, shared_bytes(a.hd), a, t0, SplitOut{part_m, part_l, part_o, splits, split_keys});
+  launch_sparse_attention_combine(a, t0, tokens, splits, part_m, part_l, part_o);
 }
 
 }  // namespace deepinfer::cuda
