@@ -107,8 +107,8 @@ void launch_sparse_attention_tc(const SparseAttentionArgs& a, int64_t t0, int64_
 // a partial for sparse_attention_combine_kernel, as the CUDA-core splits do. DEEPINFER_TC_ATTENTION_SPLIT:
 // =1 splits where that fills SMs (opt-in until measured), =0 never; DEEPINFER_TC_ATTENTION_SPLIT_KEYS=N
 // splits every call at N keys (rounded up to 32), whatever the batch: each row's bits then depend
-// on its own keys only (tools/gpu/test.sh runs the attention op tests so). Returns the splits
-// (1: none) and sets *split_keys.
+// on its own keys only (tools/gpu/test.sh runs the attention op tests so; every call then takes the
+// split path, one split too). Returns the splits (0: none, the direct kernel) and sets *split_keys.
 int64_t sparse_attention_tc_splits(int64_t tokens, int64_t H, int64_t max_keys, int64_t* split_keys);
 // Tokens [t0, t0 + tokens) in `splits` splits of split_keys keys: partials part_m / part_l [tokens, H,
 // splits] and part_o [tokens, H, splits, hd], then their combine with the sink into a.out.

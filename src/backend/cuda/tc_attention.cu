@@ -375,21 +375,20 @@ int64_t sparse_attention_tc_splits(int64_t tokens, int64_t H, int64_t max_keys, 
   static const TcPolicy policy = policy_from_env("DEEPINFER_TC_ATTENTION_SPLIT");
   static const int64_t fixed = positive_env("DEEPINFER_TC_ATTENTION_SPLIT_KEYS", 0);
   auto round_to_tile = [](int64_t k) { return (k + kTileKeys - 1) / kTileKeys * kTileKeys; };
-  *split_keys = max_keys;
-  if (max_keys <= 0) return 1;
-  int64_t keys = 0;
-  if (fixed > 0) {
-    keys = round_to_tile(fixed);
-  } else {
-    if (policy != TcPolicy::Always) return 1;  // (Auto: opt-in until measured)
-    // As many splits as the idle SMs allow (one CTA an SM: 217 KB of shared memory), 64 keys or more each.
-    const int64_t ctas = tokens * ((H + kHeadsPerCta - 1) / kHeadsPerCta);
-    const int64_t want = device_sm_count() / std::max<int64_t>(ctas, 1);
-    if (want < 2) return 1;
-    keys = std::max<int64_t>(2 * kTileKeys, round_to_tile((max_keys + want - 1) / want));
+  *split_keys = 0;
+  if (max_keys <= 0) return 0;
+  if (fixed > 0) {  // always the split path, even for one split: its rounding differs from the direct path's
+    *split_keys = round_to_tile(fixed);
+    return (max_keys + *split_keys - 1) / *split_keys;
   }
+  if (policy != TcPolicy::Always) return 0;  // (Auto: opt-in until measured)
+  // As many splits as the idle SMs allow (one CTA an SM: 217 KB of shared memory), 64 keys or more each.
+  const int64_t ctas = tokens * ((H + kHeadsPerCta - 1) / kHeadsPerCta);
+  const int64_t want = device_sm_count() / std::max<int64_t>(ctas, 1);
+  if (want < 2) return 0;
+  const int64_t keys = std::max<int64_t>(2 * kTileKeys, round_to_tile((max_keys + want - 1) / want));
   const int64_t splits = (max_keys + keys - 1) / keys;
-  if (splits < 2) return 1;
+  if (splits < 2) return 0;
   *split_keys = keys;
   return splits;
 }
