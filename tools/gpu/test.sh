@@ -65,11 +65,14 @@ run backend_ops_grid_split_off env DEEPINFER_TC_GRID_SPLIT=0 DEEPINFER_TC_GEMM=1
   --gtest_filter='*BackendOps*Linear*:*BackendOps*Moe*:*BackendOpsInvariant*'
 run model_parity_grid_split_off env DEEPINFER_TC_GRID_SPLIT=0 DEEPINFER_DEVICE=cuda .gpu/test_model
 # The tensor-core attention in key splits (opt-in until measured): every call split at 64 keys (rows
-# then depend on their own keys only: the op tests' row-alone-against-batch checks hold), and the
-# model parity with the tensor-core kernel from 1 token, split where SMs would idle.
+# then depend on their own keys only: the op tests' row-alone-against-batch checks hold); the model
+# parity with the tensor-core kernel from 1 token, every call split at 32 keys (the tiny models'
+# lists are short), then split by the default rule (where SMs would idle; long enough lists only).
 run backend_ops_attention_split env DEEPINFER_TC_ATTENTION_SPLIT_KEYS=64 .gpu/test_backend \
   --gtest_filter='*BackendOps*Attention*'
-run model_parity_attention_split env DEEPINFER_TC_ATTENTION_SPLIT=1 DEEPINFER_TC_ATTENTION_MIN_TOKENS=1 \
+run model_parity_attention_split env DEEPINFER_TC_ATTENTION_SPLIT_KEYS=32 DEEPINFER_TC_ATTENTION_MIN_TOKENS=1 \
+  DEEPINFER_DEVICE=cuda .gpu/test_model
+run model_parity_attention_split_rule env DEEPINFER_TC_ATTENTION_SPLIT=1 DEEPINFER_TC_ATTENTION_MIN_TOKENS=1 \
   DEEPINFER_DEVICE=cuda .gpu/test_model
 for log in backend_ops_attention_split model_parity_attention_split; do
   grep -q "tensor-core attention in key splits" "$out/$log.log" ||
