@@ -12,8 +12,9 @@
 // token (each 128-column step scaled by a power of two for f16's range), columns P tok + p: by
 // default P = 2 (hi + lo, 22 bits of x: 4 tokens fill one MMA's 8 columns, and the smaller planes
 // let 2 CTAs share an SM at 4 tokens; ncu, H100, batch 128: 3 parts at 1 CTA an SM streamed 1.2
-// TB/s), P = 3 (hi + mid + lo: x exactly as float32 holds it) with DEEPINFER_MOE_GEMV_X_PARTS=3. Lane (g, t) copies block t of a 128-column step of rows g and g + 8 into shared memory
-// (16 bytes each, cp.async) and reads word t of all four blocks back (fp4_bits.h: which codes feed
+// TB/s), P = 3 (hi + mid + lo: x exactly as float32 holds it) with DEEPINFER_MOE_GEMV_X_PARTS=3.
+// Lane (g, t) copies block t of a 128-column step of rows g and g + 8 into shared memory (16 bytes
+// each, cp.async) and reads word t of all four blocks back (fp4_bits.h: which codes feed
 // which fragment slots; Fp4Bits.MmaFragmentsOfABlockGiveItsDotProducts checks the layout on the
 // host). Weights enter as value * 2^-14; the outputs are multiplied by 2^14 at the end (exact).
 // Rounding: products exact, sums in float32 per block, block sums times the E8M0 scale added per
@@ -343,12 +344,9 @@ int moe_gemv_fp4_tile_rows(std::span<const DevMatrix> ws, bool swiglu) {
         reinterpret_cast<uintptr_t>(w.data) % 16 != 0 || reinterpret_cast<uintptr_t>(w.scale) % 4 != 0)
       return 0;
   const bool three = moe_gemv_x_parts() == 3;
-  auto fits = [&](int tok) {
-    const size_t bytes = tok == 4 ? (three ? mg::smem_bytes<4, 3>(K) : mg::smem_bytes<4, 2>(K))
-                                  : (three ? mg::smem_bytes<2, 3>(K) : mg::smem_bytes<2, 2>(K));
-    return bytes <= mg::kMaxSmem;
-  };
-  return fits(4) ? 4 : fits(2) ? 2 : 0;
+  const size_t at4 = three ? mg::smem_bytes<4, 3>(K) : mg::smem_bytes<4, 2>(K);
+  const size_t at2 = three ? mg::smem_bytes<2, 3>(K) : mg::smem_bytes<2, 2>(K);
+  return at4 <= mg::kMaxSmem ? 4 : at2 <= mg::kMaxSmem ? 2 : 0;
 }
 
 int64_t moe_gemv_fp4_min_tokens() {

@@ -309,44 +309,35 @@ __global__ void __launch_bounds__(kThreads, 1) sparse_attention_tc_kernel(Sparse
     __syncthreads();  // this tile's buffer and P are rewritten next
   }
 
-  // The sink takes its share of the mass: out = O e^(m - M) / (l e^(m - M) + e^(sink - M)).
+  // Each head's running max and sum for every thread of the CTA.
   if (threadIdx.x % 8 == 0) {
     corr_s[threadIdx.x / 8] = m_run;
     p_s[threadIdx.x / 8] = l_run;  // P is free now
   }
   __syncthreads();
-  if (so.m) {  // a split's partial: its max, its sum and O relative to that max (combine_splits' input)
-#pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      const int row = 16 * mh + g + 8 * half;
-      if (row >= heads) continue;
-      const int64_t slot = ((t - t0) * a.H + h0 + row) * so.splits + blockIdx.y;
-      if (kq == 0 && tg == 0) {
-        so.m[slot] = corr_s[row];
-        so.l[slot] = p_s[row];
-      }
-      float* out = so.o + slot * hd;
-#pragma unroll
-      for (int i = 0; i < kMaxDimTilesPerWarp; ++i) {
-        const int tile = nd + 4 * i;
-        if (tile >= dim_tiles) continue;
-        const int64_t c = 8 * tile + 2 * tg;
-        out[c] = o[i][2 * half];
-        out[c + 1] = o[i][2 * half + 1];
-      }
-    }
-    return;
-  }
+  // A split writes its partial: its max, its sum and O relative to that max (combine_splits' input).
+  // The whole list gives the sink its share of the mass: out = O e^(m - M) / (l e^(m - M) + e^(sink - M)).
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
     const int row = 16 * mh + g + 8 * half;
     if (row >= heads) continue;
     const int64_t h = h0 + row;
-    const float m = corr_s[row], l = p_s[row], sink = a.sink[h];
-    const float M = fmaxf(m, sink);
-    const float f = m == neg_inf() ? 0.0f : expf(m - M);
-    const float scale = f / (l * f + expf(sink - M));
-    float* out = a.out + (t * a.H + h) * hd;
+    const float m = corr_s[row], l = p_s[row];
+    float* out;
+    float scale = 1.0f;
+    if (so.m) {
+      const int64_t slot = ((t - t0) * a.H + h) * so.splits + blockIdx.y;
+      if (kq == 0 && tg == 0) {
+        so.m[slot] = m;
+        so.l[slot] = l;
+      }
+      out = so.o + slot * hd;
+    } else {
+      const float sink = a.sink[h], M = fmaxf(m, sink);
+      const float f = m == neg_inf() ? 0.0f : expf(m - M);
+      scale = f / (l * f + expf(sink - M));
+      out = a.out + (t * a.H + h) * hd;
+    }
 #pragma unroll
     for (int i = 0; i < kMaxDimTilesPerWarp; ++i) {
       const int tile = nd + 4 * i;
@@ -358,17 +349,22 @@ __global__ void __launch_bounds__(kThreads, 1) sparse_attention_tc_kernel(Sparse
   }
 }
 
+// The kernel for tokens [t0, t0 + tokens), so.splits CTAs a (token, head group) where it writes partials.
+void launch_tc_kernel(const SparseAttentionArgs& a, int64_t t0, int64_t tokens, const SplitOut& so) {
+  const int64_t groups = (a.H + kHeadsPerCta - 1) / kHeadsPerCta;
+  // Opted in once for the largest head size (the attribute is a ceiling).
+  if (!allow_dynamic_smem<sparse_attention_tc_kernel>(shared_bytes(kMaxAttentionHeadDim))) return;
+  const dim3 grid(static_cast<unsigned>(tokens * groups), static_cast<unsigned>(so.m ? so.splits : 1));
+  launch(sparse_attention_tc_kernel, grid, kThreads, shared_bytes(a.hd), a, t0, so);
+}
+
 }  // namespace
 
 bool sparse_attention_tc_supports(int64_t hd) { return hd >= 8 && hd % 8 == 0 && hd <= kMaxAttentionHeadDim; }
 
 void launch_sparse_attention_tc(const SparseAttentionArgs& a, int64_t t0, int64_t tokens) {
   if (tokens <= 0 || a.H <= 0) return;
-  const int64_t groups = (a.H + kHeadsPerCta - 1) / kHeadsPerCta;
-  // Opted in once for the largest head size (the attribute is a ceiling).
-  if (!allow_dynamic_smem<sparse_attention_tc_kernel>(shared_bytes(kMaxAttentionHeadDim))) return;
-  launch(sparse_attention_tc_kernel, static_cast<unsigned>(tokens * groups), kThreads, shared_bytes(a.hd), a, t0,
-         SplitOut{});
+  launch_tc_kernel(a, t0, tokens, SplitOut{});
 }
 
 int64_t sparse_attention_tc_splits(int64_t tokens, int64_t H, int64_t max_keys, int64_t* split_keys) {
@@ -396,10 +392,7 @@ int64_t sparse_attention_tc_splits(int64_t tokens, int64_t H, int64_t max_keys, 
 void launch_sparse_attention_tc_split(const SparseAttentionArgs& a, int64_t t0, int64_t tokens, int64_t splits,
                                       int64_t split_keys, float* part_m, float* part_l, float* part_o) {
   if (tokens <= 0 || a.H <= 0 || splits <= 0) return;
-  const int64_t groups = (a.H + kHeadsPerCta - 1) / kHeadsPerCta;
-  if (!allow_dynamic_smem<sparse_attention_tc_kernel>(shared_bytes(kMaxAttentionHeadDim))) return;
-  launch(sparse_attention_tc_kernel, dim3(static_cast<unsigned>(tokens * groups), static_cast<unsigned>(splits)),
-         kThreads, shared_bytes(a.hd), a, t0, SplitOut{part_m, part_l, part_o, splits, split_keys});
+  launch_tc_kernel(a, t0, tokens, SplitOut{part_m, part_l, part_o, splits, split_keys});
   launch_sparse_attention_combine(a, t0, tokens, splits, part_m, part_l, part_o);
 }
 
