@@ -50,6 +50,24 @@ TEST(Fp4Bits, EveryCodePairInEveryPositionIsTheValueTimesTwoToMinus14) {
   EXPECT_EQ(checked, 4 * 16 * 16 * 4);
 }
 
+TEST(Fp4Bits, AWordsFourPairsAtOnceAreThePairsOneByOne) {
+  const uint32_t seed = std::random_device{}();
+  std::mt19937 rng(seed);
+  SCOPED_TRACE(::testing::Message() << "seed " << seed);
+  auto check = [](uint32_t v) {
+    uint32_t pairs[4];
+    cuda::f4_pairs_f16x2(v, pairs);
+    for (int i = 0; i < 4; ++i) ASSERT_EQ(pairs[i], cuda::f4_pair_f16x2(v, i)) << "pair " << i << " of word " << std::hex << v;
+  };
+  // Every code in every position (the others random), then random words.
+  for (int n = 0; n < 8; ++n)
+    for (uint32_t code = 0; code < 16; ++code)
+      for (int trial = 0; trial < 16; ++trial) check((static_cast<uint32_t>(rng()) & ~(0xFu << (4 * n))) | (code << (4 * n)));
+  for (int trial = 0; trial < 100000; ++trial) check(static_cast<uint32_t>(rng()));
+  check(0u);
+  check(0xFFFFFFFFu);
+}
+
 // mma.sync.m16n8k16 (f16 in, f32 out) from the 32 lanes' registers, by the PTX ISA's fragment
 // layout: A regs (row g, k 2t..2t+1), (g + 8, 2t..), (g, 2t+8..), (g + 8, 2t+8..); B regs
 // (k 2t..2t+1, column g), (k 2t+8.., g); D[g][2t], D[g][2t+1], D[g+8][2t], D[g+8][2t+1] per lane.

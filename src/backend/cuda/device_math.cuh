@@ -32,6 +32,19 @@ __device__ __forceinline__ float e8m0_to_f32(uint8_t v) {
   return __uint_as_float(static_cast<uint32_t>(v) << 23);
 }
 
+// The four E8M0 scales of word w (byte b: block b), as e8m0_to_f32 gives each: three operations a
+// scale (0's 2^-127 is the smallest exponent field's max with 0x00400000), a test for 255 a word.
+__device__ __forceinline__ void e8m0x4_to_f32(uint32_t w, float (&s)[4]) {
+  const uint32_t e[4] = {(w << 23) & 0x7F800000u, (w << 15) & 0x7F800000u, (w << 7) & 0x7F800000u,
+                         (w >> 1) & 0x7F800000u};
+#pragma unroll
+  for (int b = 0; b < 4; ++b) s[b] = __uint_as_float(max(e[b], 0x00400000u));
+  if (((w & 0x7F7F7F7Fu) + 0x01010101u) & w & 0x80808080u)  // a byte is 255 (NaN): rare
+#pragma unroll
+    for (int b = 0; b < 4; ++b)
+      if (((w >> (8 * b)) & 0xffu) == 0xffu) s[b] = nan_f32();
+}
+
 __device__ __forceinline__ float f4e2m1_to_f32(uint8_t code) {
   const uint32_t m = code & 0x7;
   // 0, 0.5, 1, 1.5, 2, 3, 4, 6

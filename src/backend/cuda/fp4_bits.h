@@ -24,6 +24,34 @@ DEEPINFER_FP4_HD uint32_t f4_pair_f16x2(uint32_t v, int i) {
   return (shift_bits(v, 9 - 4 * i) & 0x0E000E00u) | (shift_bits(v, 12 - 4 * i) & 0x80008000u);
 }
 
+// Bytes of (x, y) picked by the four selector nibbles of s (PRMT's default mode: 0-3 bytes of x,
+// 4-7 of y), the host's stand-in for __byte_perm.
+DEEPINFER_FP4_HD uint32_t byte_perm(uint32_t x, uint32_t y, uint32_t s) {
+#ifdef __CUDA_ARCH__
+  return __byte_perm(x, y, s);
+#else
+  const uint64_t xy = (static_cast<uint64_t>(y) << 32) | x;
+  uint32_t r = 0;
+  for (int n = 0; n < 4; ++n) r |= static_cast<uint32_t>((xy >> (8 * ((s >> (4 * n)) & 7))) & 0xff) << (8 * n);
+  return r;
+#endif
+}
+
+// All four pairs of word v, as f4_pair_f16x2(v, 0..3) gives them, in 10 integer operations rather
+// than 16: an e2m1 value times 2^-14 has only high-byte bits in f16 (sign 15, eem 9-11), so the
+// even codes' high bytes are formed in one word and the odd codes' in another (a byte each), and
+// each pair is two of those bytes with zero low bytes. The FP4 GEMV decodes 64 codes a lane a
+// step, which made its decode most of its issued instructions (docs/perf.md, session 23).
+DEEPINFER_FP4_HD void f4_pairs_f16x2(uint32_t v, uint32_t (&pair)[4]) {
+  const uint32_t sign = v & 0x88888888u;
+  const uint32_t even = ((v << 1) & 0x0E0E0E0Eu) | ((sign << 4) & 0x80808080u);  // byte b: code 2b's high byte
+  const uint32_t odd = ((v >> 3) & 0x0E0E0E0Eu) | (sign & 0x80808080u);           // code 2b + 1's
+  pair[0] = byte_perm(even, 0u, 0x2404u);  // (0, code 0, 0, code 4): bytes 0 and 2 of even, high halves
+  pair[1] = byte_perm(odd, 0u, 0x2404u);   // codes 1, 5
+  pair[2] = even & 0xFF00FF00u;            // codes 2, 6 (bytes 1 and 3 already in place)
+  pair[3] = odd & 0xFF00FF00u;             // codes 3, 7
+}
+
 // The tensor-core FP4 GEMV (moe_gemv_fp4.cu) on mma.m16n8k16 (A: 16 weight rows, B: 8 x columns):
 // lane (g, t) = (lane / 4, lane % 4) takes word t of a 32-column block (one E8M0 scale) of rows g
 // and g + 8, and MMA h (0, 1) of the block takes its pairs 2h and 2h + 1, so fragment slots

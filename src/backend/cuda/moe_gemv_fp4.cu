@@ -229,14 +229,19 @@ __global__ void __launch_bounds__(kThreads, 2) moe_gemv_fp4_kernel(Args a) {
       const uint32_t sc0 = *reinterpret_cast<const uint32_t*>(ws + kPieceBytes + (lane * 2 + 0) * 4);
       const uint32_t sc1 = *reinterpret_cast<const uint32_t*>(ws + kPieceBytes + (lane * 2 + 1) * 4);
       float cs[G][4] = {};
+      float scale_g[4], scale_g8[4];  // the four blocks' scales of rows g and g + 8
+      e8m0x4_to_f32(sc0, scale_g);
+      e8m0x4_to_f32(sc1, scale_g8);
 #pragma unroll
       for (int blk = 0; blk < 4; ++blk) {
         const uint32_t wg = *reinterpret_cast<const uint32_t*>(ws + ((0 * 4 + blk) * 8 + g) * 16 + 4 * t);
         const uint32_t w8 = *reinterpret_cast<const uint32_t*>(ws + ((1 * 4 + blk) * 8 + g) * 16 + 4 * t);
-        const uint32_t a0[4] = {f4_pair_f16x2(wg, 0), f4_pair_f16x2(w8, 0), f4_pair_f16x2(wg, 1), f4_pair_f16x2(w8, 1)};
-        const uint32_t a1[4] = {f4_pair_f16x2(wg, 2), f4_pair_f16x2(w8, 2), f4_pair_f16x2(wg, 3), f4_pair_f16x2(w8, 3)};
-        const float sg = e8m0_to_f32(static_cast<uint8_t>(sc0 >> (8 * blk)));
-        const float sg8 = e8m0_to_f32(static_cast<uint8_t>(sc1 >> (8 * blk)));
+        uint32_t pg[4], p8[4];
+        f4_pairs_f16x2(wg, pg);
+        f4_pairs_f16x2(w8, p8);
+        const uint32_t a0[4] = {pg[0], p8[0], pg[1], p8[1]};
+        const uint32_t a1[4] = {pg[2], p8[2], pg[3], p8[3]};
+        const float sg = scale_g[blk], sg8 = scale_g8[blk];
 #pragma unroll
         for (int cg = 0; cg < G; ++cg) {
           const int plane = 8 * cg + g;  // this lane's B column

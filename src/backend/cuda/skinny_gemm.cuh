@@ -157,8 +157,7 @@ __device__ __forceinline__ void word_fma_f4(const uint4* raw, const float* S, co
 #pragma unroll
   for (int r = 0; r < kRW; ++r) {
     const uint32_t v = word_of(raw[r], q);
-#pragma unroll
-    for (int i = 0; i < 4; ++i) pair[r][i] = f4_pair_f16x2(v, i);
+    f4_pairs_f16x2(v, pair[r]);
   }
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
