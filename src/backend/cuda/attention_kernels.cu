@@ -3,6 +3,7 @@
 // device_math.cuh, CUDA and std headers here (see device_types.h).
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdint>
 
 #include "backend/cuda/attention_kernels.h"
@@ -179,80 +180,104 @@ __device__ __forceinline__ void token_visibility(const IndexerArgs& a, int64_t t
   *visible = v < held ? v : held;
 }
 
-constexpr int kScoreWarps = 8;
+// One LANE per (token, entry), a warp per 32 entries and kScoreHeads heads:
+// sum_h relu(q[t,h] . k_j) * score_scale * (w[t,h] * hw_scale). The lane holds kScoreChunk values of
+// its entry in registers and a partial dot product per head, so every q value (from shared memory,
+// the same address in every lane: a broadcast) feeds one FMA and no warp sum is needed. The heads
+// are cut into groups of kScoreHeads (one warp each, partial sums in head order), added in group
+// order through shared memory: a fixed arithmetic for each (token, entry), whatever the batch.
+// The first version (a warp per entry, lanes over head_dim, a warp sum a head) issued ~10
+// instructions per 4 FMAs: 0.67 ms a layer at batch 128 on the H100 (docs/perf.md, session 23).
+// Shared memory: q [nh][qstride] (head_dim rounded up to the chunk, zero padded, so the FMA loops
+// need no bounds), the head weights times their scale [nh], the partials [groups][warp entries].
+constexpr int kScoreHeads = 16;       // heads of a warp: its partial dot products' registers
+constexpr int kScoreChunk = 32;       // values of an entry a lane holds at once
+constexpr int kScoreMaxWarps = 16;    // so at most 256 heads
 
-// One warp per (token, entry): sum_h relu(q[t,h] . k_j) * score_scale * (w[t,h] * hw_scale).
-// The entry stays in registers (head_dim <= 256) and the heads go in batches of 8 whose dot
-// products and warp sums are independent (one butterfly's latency a batch, not one a head); the
-// sum over heads is still taken in head order, so the bits are the plain loop's.
-// A CTA takes kScoreWarps x per_warp entries of one token and, where it fits (q_in_smem), first
-// copies the token's q (nh x hd floats) into shared memory: every warp then reads q from there,
-// not from L1 / L2 once per entry (ncu, H100, batch 128: 0.8 ms a layer, 28x its bytes, with q
-// read 1,024 times a token). Where q is read from changes no arithmetic, so neither do the bits.
-constexpr int kScoreMaxPerLane = 8;
-constexpr int kScoreHeadBatch = 8;
+__host__ __device__ constexpr int64_t score_q_stride(int64_t hd) { return (hd + kScoreChunk - 1) / kScoreChunk * kScoreChunk; }
+int64_t score_head_groups(int64_t nh) { return (nh + kScoreHeads - 1) / kScoreHeads; }
+size_t score_smem_bytes(int64_t nh, int64_t hd, int64_t groups, int64_t entry_warps) {
+  return static_cast<size_t>(nh * score_q_stride(hd) + nh + groups * 32 * entry_warps) * sizeof(float);
+}
 
-__global__ void indexer_scores_kernel(IndexerArgs a, int64_t t0, float* scores, int64_t stride, int per_warp,
-                                      bool q_in_smem) {
+// grid (entry blocks of 32 x entry_warps, tokens); block: groups x entry_warps warps, warp w taking
+// head group w / entry_warps and entries 32 (w % entry_warps) .. + 31 of the block.
+__global__ void indexer_scores_kernel(IndexerArgs a, int64_t t0, float* scores, int64_t stride, int entry_warps,
+                                      int groups) {
   wait_for_previous_kernel();
-  extern __shared__ float q_smem[];
+  extern __shared__ __align__(16) float score_smem[];
   const int64_t t = t0 + blockIdx.y;
   DeviceSeq seq;
   int64_t visible;
   token_visibility(a, t, &seq, &visible);
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  const int64_t j0 = static_cast<int64_t>(blockIdx.x) * kScoreWarps * per_warp;  // the CTA's first entry
-  if (j0 >= visible) return;  // (the whole CTA: before its barrier)
-  const int64_t hd = a.keys.head_dim;
-  const float* q = a.q + t * a.nh * hd;
-  if (q_in_smem) {
-    for (int64_t i = threadIdx.x; i < a.nh * hd; i += blockDim.x) q_smem[i] = q[i];
-    __syncthreads();
-    q = q_smem;
+  const int64_t per_block = 32 * static_cast<int64_t>(entry_warps);
+  const int64_t j0 = static_cast<int64_t>(blockIdx.x) * per_block;  // the block's first entry
+  if (j0 >= visible) return;  // (the whole block: before its barriers)
+  const int64_t nh = a.nh, hd = a.keys.head_dim, qstride = score_q_stride(hd);
+  float* qs = score_smem;            // [nh][qstride]
+  float* wv = qs + nh * qstride;     // [nh]
+  float* part = wv + nh;             // [groups][per_block]
+  // q into shared memory, 4 values a thread at a time, 8 loads in flight before their stores (at
+  // batch 1 a block's copy is on the step's critical path).
+  const float* q = a.q + t * nh * hd;
+  const bool vec = hd % 4 == 0 && reinterpret_cast<uintptr_t>(q) % 16 == 0;
+  const int64_t quads = nh * qstride / 4;
+  for (int64_t base = 0; base < quads; base += 8 * static_cast<int64_t>(blockDim.x)) {
+    float4 v[8];
+#pragma unroll
+    for (int u = 0; u < 8; ++u) {
+      const int64_t i = base + threadIdx.x + u * static_cast<int64_t>(blockDim.x);
+      const int64_t h = 4 * i / qstride, c = 4 * i % qstride;
+      const float* src = q + h * hd + c;
+      if (i >= quads || c >= hd) v[u] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+      else if (vec) v[u] = *reinterpret_cast<const float4*>(src);
+      else v[u] = make_float4(src[0], c + 1 < hd ? src[1] : 0.0f, c + 2 < hd ? src[2] : 0.0f, c + 3 < hd ? src[3] : 0.0f);
+    }
+#pragma unroll
+    for (int u = 0; u < 8; ++u) {
+      const int64_t i = base + threadIdx.x + u * static_cast<int64_t>(blockDim.x);
+      if (i < quads) reinterpret_cast<float4*>(qs)[i] = v[u];
+    }
   }
-  auto weighted = [&](int64_t h, float d) {
-    return fmaxf(d, 0.0f) * a.score_scale * (a.head_weights[t * a.nh + h] * a.head_weight_scale);
-  };
-  for (int e = 0; e < per_warp; ++e) {  // the CTA's warps take neighbouring entries each round
-    const int64_t j = j0 + static_cast<int64_t>(e) * kScoreWarps + warp;
-    if (j >= visible) break;
-    const float* k = dev_entry(a.st, seq, a.blocks, a.keys, j);
-    float s = 0.0f;
-    if (hd > 32 * kScoreMaxPerLane) {
-      for (int64_t h = 0; h < a.nh; ++h) {
-        const float* qh = q + h * hd;
-        float d = 0.0f;
-        for (int64_t c = lane; c < hd; c += 32) d += qh[c] * k[c];
-        s += weighted(h, warp_sum(d));
-      }
-    } else {
-      float kr[kScoreMaxPerLane];
+  for (int64_t h = threadIdx.x; h < nh; h += blockDim.x) wv[h] = a.head_weights[t * nh + h] * a.head_weight_scale;
+  __syncthreads();
+  const int lane = static_cast<int>(threadIdx.x) & 31, warp = static_cast<int>(threadIdx.x) >> 5;
+  const int eg = warp % entry_warps, group = warp / entry_warps;
+  const int64_t e = 32 * static_cast<int64_t>(eg) + lane, j = j0 + e;
+  const bool mine = j < visible;
+  const float* k = dev_entry(a.st, seq, a.blocks, a.keys, mine ? j : j0);
+  const int64_t h0 = static_cast<int64_t>(group) * kScoreHeads;
+  float d[kScoreHeads];
 #pragma unroll
-      for (int i = 0; i < kScoreMaxPerLane; ++i) {
-        const int64_t c = lane + 32 * i;
-        kr[i] = c < hd ? k[c] : 0.0f;
-      }
-      for (int64_t h0 = 0; h0 < a.nh; h0 += kScoreHeadBatch) {
-        float d[kScoreHeadBatch];
+  for (int h = 0; h < kScoreHeads; ++h) d[h] = 0.0f;
+  for (int64_t c0 = 0; c0 < qstride; c0 += kScoreChunk) {
+    float kr[kScoreChunk];
 #pragma unroll
-        for (int b = 0; b < kScoreHeadBatch; ++b) {
-          d[b] = 0.0f;
-          if (h0 + b >= a.nh) continue;
-          const float* qh = q + (h0 + b) * hd;
+    for (int i = 0; i < kScoreChunk; ++i) kr[i] = c0 + i < hd ? k[c0 + i] : 0.0f;
 #pragma unroll
-          for (int i = 0; i < kScoreMaxPerLane; ++i) {
-            const int64_t c = lane + 32 * i;
-            if (c < hd) d[b] += qh[c] * kr[i];
-          }
-        }
+    for (int h = 0; h < kScoreHeads; ++h) {
+      if (h0 + h >= nh) break;  // (uniform: the group's last heads)
+      const float4* qh = reinterpret_cast<const float4*>(qs + (h0 + h) * qstride + c0);
 #pragma unroll
-        for (int b = 0; b < kScoreHeadBatch; ++b) d[b] = warp_sum(d[b]);
-#pragma unroll
-        for (int b = 0; b < kScoreHeadBatch; ++b)
-          if (h0 + b < a.nh) s += weighted(h0 + b, d[b]);
+      for (int i = 0; i < kScoreChunk / 4; ++i) {
+        const float4 qv = qh[i];
+        d[h] = fmaf(qv.x, kr[4 * i], d[h]);
+        d[h] = fmaf(qv.y, kr[4 * i + 1], d[h]);
+        d[h] = fmaf(qv.z, kr[4 * i + 2], d[h]);
+        d[h] = fmaf(qv.w, kr[4 * i + 3], d[h]);
       }
     }
-    if (lane == 0) scores[static_cast<int64_t>(blockIdx.y) * stride + j] = s;
+  }
+  float s = 0.0f;
+#pragma unroll
+  for (int h = 0; h < kScoreHeads; ++h)
+    if (h0 + h < nh) s += fmaxf(d[h], 0.0f) * a.score_scale * wv[h0 + h];
+  part[group * per_block + e] = s;
+  __syncthreads();
+  if (group == 0 && mine) {
+    float total = part[e];
+    for (int g = 1; g < groups; ++g) total += part[g * per_block + e];
+    scores[static_cast<int64_t>(blockIdx.y) * stride + j] = total;
   }
 }
 
@@ -650,17 +675,25 @@ void launch_compress_slots(const CompressArgs& a, int32_t nseq) {
 
 void launch_indexer_scores(const IndexerArgs& a, int64_t t0, int64_t tokens, float* scores, int64_t stride) {
   if (tokens <= 0 || stride <= 0) return;
-  // Entries a warp takes: as many as keep at least two CTAs an SM busy (1 at batch 1, where each
-  // CTA's q copy is the price of spreading the entries over the SMs), at most 16.
-  int per_warp = 1;
-  auto ctas = [&](int per) { return tokens * ((stride + kScoreWarps * per - 1) / (kScoreWarps * per)); };
-  while (per_warp < 16 && ctas(2 * per_warp) >= 2 * static_cast<int64_t>(device_sm_count())) per_warp *= 2;
-  const size_t q_bytes = static_cast<size_t>(a.nh * a.keys.head_dim) * sizeof(float);
-  const bool q_in_smem = q_bytes <= 48 * 1024;  // (no opt-in needed; V4: 64 heads x 128 = 32 KB)
-  const dim3 grid(static_cast<unsigned>((stride + kScoreWarps * per_warp - 1) / (kScoreWarps * per_warp)),
-                  static_cast<unsigned>(tokens));
-  launch(indexer_scores_kernel, grid, kScoreWarps * 32, q_in_smem ? q_bytes : 0, a, t0, scores, stride, per_warp,
-         q_in_smem);
+  const int64_t groups = score_head_groups(a.nh);
+  // Warps of 32 entries a block: up to 8 warps in all, fewer while that leaves SMs idle (batch 1:
+  // a token's ~1,000 entries). Which entries share a block changes no bit.
+  int64_t entry_warps = std::max<int64_t>(1, 8 / groups);
+  auto blocks = [&](int64_t ew) { return tokens * ((stride + 32 * ew - 1) / (32 * ew)); };
+  while (entry_warps > 1 && blocks(entry_warps) < 2 * static_cast<int64_t>(device_sm_count())) entry_warps /= 2;
+  const size_t smem = score_smem_bytes(a.nh, a.keys.head_dim, groups, entry_warps);
+  const dim3 grid(static_cast<unsigned>((stride + 32 * entry_warps - 1) / (32 * entry_warps)), static_cast<unsigned>(tokens));
+  // A refused size stays in cudaGetLastError for the caller's launch check.
+  if (allow_dynamic_smem<indexer_scores_kernel>(smem))
+    launch(indexer_scores_kernel, grid, static_cast<unsigned>(32 * groups * entry_warps), smem, a, t0, scores, stride,
+           static_cast<int>(entry_warps), static_cast<int>(groups));
+}
+
+// Whether launch_indexer_scores takes these shapes: the heads' groups fit one block, and q the
+// shared memory an SM has.
+bool indexer_scores_supports(int64_t nh, int64_t hd) {
+  return nh >= 1 && score_head_groups(nh) <= kScoreMaxWarps &&
+         score_smem_bytes(nh, hd, score_head_groups(nh), 1) + 1024 <= device_smem_per_sm();
 }
 
 void launch_indexer_topk(const IndexerArgs& a, int64_t t0, int64_t tokens, const float* scores, int64_t stride,

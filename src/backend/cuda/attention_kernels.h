@@ -49,6 +49,8 @@ struct IndexerArgs {
 
 // scores[(t - t0) * stride + j] for tokens t0 .. t0 + tokens and the entries j each may see.
 void launch_indexer_scores(const IndexerArgs& a, int64_t t0, int64_t tokens, float* scores, int64_t stride);
+// Whether it takes nh heads of head_dim hd (at most 256 heads, and q in one SM's shared memory).
+bool indexer_scores_supports(int64_t nh, int64_t hd);
 // selected[t * top_k ...]: the top_k visible entries (ties to the lower index), sorted, -1 padded.
 void launch_indexer_topk(const IndexerArgs& a, int64_t t0, int64_t tokens, const float* scores, int64_t stride,
                          int64_t top_k, int32_t* selected);
@@ -104,12 +106,16 @@ bool sparse_attention_tc_supports(int64_t hd);
 void launch_sparse_attention_tc(const SparseAttentionArgs& a, int64_t t0, int64_t tokens);
 // Key splits for the tensor-core kernel: where its CTAs (a token's 32-head groups) would leave SMs
 // idle, each CTA walks split_keys keys of its token's list (a multiple of the 32-key tile) and writes
-// a partial for sparse_attention_combine_kernel, as the CUDA-core splits do. DEEPINFER_TC_ATTENTION_SPLIT:
-// =1 splits where that fills SMs (opt-in until measured), =0 never; DEEPINFER_TC_ATTENTION_SPLIT_KEYS=N
+// a partial for sparse_attention_combine_kernel, as the CUDA-core splits do. By default where that
+// fills SMs and by_call (the backend lets a call's size change its rows' bits: not when batching
+// keeps bits), from the call's tokens and list_keys (the layer's window plus its selection, the
+// same for every step) alone; DEEPINFER_TC_ATTENTION_SPLIT=0 never. DEEPINFER_TC_ATTENTION_SPLIT_KEYS=N
 // splits every call at N keys (rounded up to 32), whatever the batch: each row's bits then depend
-// on its own keys only (tools/gpu/test.sh runs the attention op tests so; every call then takes the
-// split path, one split too). Returns the splits (0: none, the direct kernel) and sets *split_keys.
-int64_t sparse_attention_tc_splits(int64_t tokens, int64_t H, int64_t max_keys, int64_t* split_keys);
+// on its own keys only (tools/gpu/test.sh runs the attention op tests so). Every call the rule
+// splits takes the split path, one split too. Returns the splits (0: none, the direct kernel;
+// enough for max_keys) and sets *split_keys.
+int64_t sparse_attention_tc_splits(int64_t tokens, int64_t H, int64_t max_keys, int64_t list_keys, bool by_call,
+                                   int64_t* split_keys);
 // Tokens [t0, t0 + tokens) in `splits` splits of split_keys keys: partials part_m / part_l [tokens, H,
 // splits] and part_o [tokens, H, splits, hd], then their combine with the sink into a.out.
 void launch_sparse_attention_tc_split(const SparseAttentionArgs& a, int64_t t0, int64_t tokens, int64_t splits,

@@ -95,6 +95,9 @@ void CudaBackend::indexer_select(const backend::CompressorLayout& keys, TensorVi
                   "cuda indexer_select: shapes do not match (T = {}, heads = {}, head_dim = {} vs keys {}, top_k = {})",
                   T, nh, hd, keys.head_dim, top_k);
   DEEPINFER_CHECK(rate >= 1 && top_k >= 0, "cuda indexer_select: bad rate {} / top_k {}", rate, top_k);
+  DEEPINFER_CHECK(indexer_scores_supports(nh, hd),
+                  "cuda indexer_select: {} heads of {} values are past the scoring kernel (at most 256 heads, q in "
+                  "one SM's shared memory)", nh, hd);
   check_pools(state, "indexer_select");
   if (T == 0 || top_k == 0) return;
   const StagedSeqs staged = stage_seqs(seqs, T, state);
@@ -225,7 +228,8 @@ void CudaBackend::sparse_attention(TensorView q, TensorView kv, const backend::W
     max_keys = wl.window + (!entries ? 0 : use_selection ? k_sel : step_token_capacity(state) / entries->rate);
   if (attention_on_tensor_cores(T, hd)) {
     int64_t split_keys = 0;
-    const int64_t tc_splits = sparse_attention_tc_splits(T, H, max_keys, &split_keys);
+    const int64_t list_keys = wl.window + (use_selection ? k_sel : 0);
+    const int64_t tc_splits = sparse_attention_tc_splits(T, H, max_keys, list_keys, !batching_keeps_bits(), &split_keys);
     if (tc_splits == 0) {
       launch_sparse_attention_tc(a, 0, T);
     } else {
