@@ -367,7 +367,8 @@ void launch_sparse_attention_tc(const SparseAttentionArgs& a, int64_t t0, int64_
   launch_tc_kernel(a, t0, tokens, SplitOut{});
 }
 
-int64_t sparse_attention_tc_splits(int64_t tokens, int64_t H, int64_t max_keys, int64_t* split_keys) {
+int64_t sparse_attention_tc_splits(int64_t tokens, int64_t H, int64_t max_keys, int64_t list_keys, bool by_call,
+                                   int64_t* split_keys) {
   static const TcPolicy policy = policy_from_env("DEEPINFER_TC_ATTENTION_SPLIT");
   static const int64_t fixed = positive_env("DEEPINFER_TC_ATTENTION_SPLIT_KEYS", 0);
   auto round_to_tile = [](int64_t k) { return (k + kTileKeys - 1) / kTileKeys * kTileKeys; };
@@ -377,16 +378,16 @@ int64_t sparse_attention_tc_splits(int64_t tokens, int64_t H, int64_t max_keys, 
     *split_keys = round_to_tile(fixed);
     return (max_keys + *split_keys - 1) / *split_keys;
   }
-  if (policy != TcPolicy::Always) return 0;  // (Auto: opt-in until measured)
-  // As many splits as the idle SMs allow (one CTA an SM: 217 KB of shared memory), 64 keys or more each.
+  if (policy == TcPolicy::Never || !by_call) return 0;
+  // As many splits as the idle SMs allow (one CTA an SM: 217 KB of shared memory), 64 keys or more
+  // each. Whether to split and where follow from the call's tokens and the layer's list length
+  // only, never from the keys its sequences hold now: an eager step and a recorded one (whose
+  // max_keys is its tables' bound) then cut every row's keys alike, one split too.
   const int64_t ctas = tokens * ((H + kHeadsPerCta - 1) / kHeadsPerCta);
   const int64_t want = device_sm_count() / std::max<int64_t>(ctas, 1);
   if (want < 2) return 0;
-  const int64_t keys = std::max<int64_t>(2 * kTileKeys, round_to_tile((max_keys + want - 1) / want));
-  const int64_t splits = (max_keys + keys - 1) / keys;
-  if (splits < 2) return 0;
-  *split_keys = keys;
-  return splits;
+  *split_keys = std::max<int64_t>(2 * kTileKeys, round_to_tile((std::max<int64_t>(list_keys, 1) + want - 1) / want));
+  return (max_keys + *split_keys - 1) / *split_keys;
 }
 
 void launch_sparse_attention_tc_split(const SparseAttentionArgs& a, int64_t t0, int64_t tokens, int64_t splits,
