@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <random>
 #include <vector>
 
@@ -66,6 +67,28 @@ TEST(Fp4Bits, AWordsFourPairsAtOnceAreThePairsOneByOne) {
   for (int trial = 0; trial < 100000; ++trial) check(static_cast<uint32_t>(rng()));
   check(0u);
   check(0xFFFFFFFFu);
+}
+
+TEST(Fp4Bits, FourE8m0ScalesOfAWordAreEachByteDecoded) {
+  const uint32_t seed = std::random_device{}();
+  std::mt19937 rng(seed);
+  SCOPED_TRACE(::testing::Message() << "seed " << seed);
+  for (int b = 0; b < 4; ++b)
+    for (uint32_t v = 0; v < 256; ++v)
+      for (int trial = 0; trial < 8; ++trial) {
+        const uint32_t w = (static_cast<uint32_t>(rng()) & ~(0xffu << (8 * b))) | (v << (8 * b));
+        uint32_t bits[4];
+        cuda::e8m0x4_bits(w, bits);
+        for (int i = 0; i < 4; ++i) {
+          const float want = e8m0_to_f32(static_cast<uint8_t>(w >> (8 * i)));
+          float got;
+          std::memcpy(&got, &bits[i], sizeof got);
+          if (std::isnan(want))
+            ASSERT_TRUE(std::isnan(got)) << "byte " << i << " of word " << std::hex << w;
+          else
+            ASSERT_EQ(got, want) << "byte " << i << " of word " << std::hex << w;
+        }
+      }
 }
 
 // mma.sync.m16n8k16 (f16 in, f32 out) from the 32 lanes' registers, by the PTX ISA's fragment

@@ -6,6 +6,8 @@
 
 #include <cstdint>
 
+#include "backend/cuda/fp4_bits.h"
+
 #include "backend/cuda/device_types.h"
 
 namespace deepinfer::cuda {
@@ -32,17 +34,12 @@ __device__ __forceinline__ float e8m0_to_f32(uint8_t v) {
   return __uint_as_float(static_cast<uint32_t>(v) << 23);
 }
 
-// The four E8M0 scales of word w (byte b: block b), as e8m0_to_f32 gives each: three operations a
-// scale (0's 2^-127 is the smallest exponent field's max with 0x00400000), a test for 255 a word.
+// The four E8M0 scales of word w (byte b: block b), as e8m0_to_f32 gives each (fp4_bits.h).
 __device__ __forceinline__ void e8m0x4_to_f32(uint32_t w, float (&s)[4]) {
-  const uint32_t e[4] = {(w << 23) & 0x7F800000u, (w << 15) & 0x7F800000u, (w << 7) & 0x7F800000u,
-                         (w >> 1) & 0x7F800000u};
+  uint32_t bits[4];
+  e8m0x4_bits(w, bits);
 #pragma unroll
-  for (int b = 0; b < 4; ++b) s[b] = __uint_as_float(max(e[b], 0x00400000u));
-  if (((w & 0x7F7F7F7Fu) + 0x01010101u) & w & 0x80808080u)  // a byte is 255 (NaN): rare
-#pragma unroll
-    for (int b = 0; b < 4; ++b)
-      if (((w >> (8 * b)) & 0xffu) == 0xffu) s[b] = nan_f32();
+  for (int b = 0; b < 4; ++b) s[b] = __uint_as_float(bits[b]);
 }
 
 __device__ __forceinline__ float f4e2m1_to_f32(uint8_t code) {
