@@ -4,6 +4,7 @@
 //
 //   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a tools/gpu/stream_probe.cu -o stream_probe
 //   ./stream_probe            # prints one line per pattern: bytes, time, TB/s
+// (The CUDA build builds it too, as build-cuda/tools/stream_probe.)
 //
 // Every pattern reads the same 1 GiB once per repetition, as a decode GEMV would: rows of 2,048
 // bytes (a 4,096-column FP4 row), warps of 8 per CTA, 16-row tiles spread over the CTAs, cp.async
