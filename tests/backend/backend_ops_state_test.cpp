@@ -220,88 +220,93 @@ void expect_selection(const int32_t* row, int64_t top_k, const std::vector<doubl
 }
 
 TEST_P(BackendOps, IndexerSelectBothTiePolicies) {
-  const kv::StateLayout layout = test_layout();
-  const CompressorLayout keys = *layout.layers[1].indexer;
-  const int64_t nh = 2, ihd = keys.head_dim, rate = keys.rate;  // 2 heads: relu zeros tie often
-  // (slot, blocks, start, count): a prefill from 0 (its first tokens see nothing), a chunk starting
-  // mid-window, a decode far in, on out-of-order tables; and a decode 200 entries in whose keys are
-  // zero but for entries 77 and 160 (copies of its head-0 query, so they score above 0): the other
-  // 199 tie at 0 and the tie order decides (top_k 3 ranks them as torch.topk's partial sort does,
-  // top_k >= 4 as its nth_element; neither takes the lowest-indexed zeros). The prefill's 64 tokens
-  // make the CUDA scoring kernel give each warp several entries (enough CTAs for 2 an SM on 132 SMs).
-  enum class Weights { Positive, Mixed };
-  struct Case {
-    int32_t slot;
-    std::vector<int32_t> blocks;
-    int64_t start, count;
-    Weights weights;
-    bool sparse_keys = false;
-  };
-  std::vector<int32_t> long_table(101);
-  for (size_t i = 0; i < long_table.size(); ++i) long_table[i] = static_cast<int32_t>(122 - i);
-  const std::vector<Case> cases = {{1, {3, 0, 5, 2, 7, 6}, 40, 6, Weights::Positive},
-                                   {0, {8, 1, 123, 124, 125, 126, 127, 128}, 0, 64, Weights::Mixed},
-                                   {2, {4, 11, 9, 10, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21}, 105, 1, Weights::Positive},
-                                   {3, long_table, 803, 1, Weights::Positive, true}};
-  Pools pools(*be, layout, 4, 129);
-  std::vector<SeqSlice> seqs;
-  int64_t T = 0;
-  for (const auto& c : cases) {
-    seqs.push_back({T, c.count, c.start, c.slot, c.blocks});
-    T += c.count;
-  }
-  auto q = randoms(static_cast<size_t>(T * nh * ihd));
-  // Keys of every entry each sequence holds after the step, written where the layout says.
-  for (size_t s = 0; s < cases.size(); ++s) {
-    const SeqSlice& sl = seqs[s];
-    for (int64_t e = 0; e < (sl.start + sl.count) / rate; ++e) {
-      int64_t c = 0;
-      const bool scored = e == 77 || e == 160;
-      const float* q0 = q.data() + sl.begin * nh * ihd;  // the first token's head 0
-      fill_entry(pools.host, sl, keys, e, [&] { return !cases[s].sparse_keys ? nonzero() : scored ? q0[c++] : 0.0f; });
+  // 2 heads of 8 values: relu zeros tie often; 40 heads of 6: head groups past the CUDA kernel's 16
+  // (the last one partial), and entries past its 16-byte loads.
+  for (const auto [nh, index_dim] : {std::pair<int64_t, int64_t>{2, kIndexDim}, {40, 6}}) {
+    SCOPED_TRACE(std::to_string(nh) + " heads of " + std::to_string(index_dim));
+    const kv::StateLayout layout = test_layout(index_dim);
+    const CompressorLayout keys = *layout.layers[1].indexer;
+    const int64_t ihd = keys.head_dim, rate = keys.rate;
+    // (slot, blocks, start, count): a prefill from 0 (its first tokens see nothing), a chunk starting
+    // mid-window, a decode far in, on out-of-order tables; and a decode 200 entries in whose keys are
+    // zero but for entries 77 and 160 (copies of its head-0 query, so they score above 0): the other
+    // 199 tie at 0 and the tie order decides (top_k 3 ranks them as torch.topk's partial sort does,
+    // top_k >= 4 as its nth_element; neither takes the lowest-indexed zeros). The prefill's 64 tokens
+    // make the CUDA scoring kernel give each warp several entries (enough CTAs for 2 an SM on 132 SMs).
+    enum class Weights { Positive, Mixed };
+    struct Case {
+      int32_t slot;
+      std::vector<int32_t> blocks;
+      int64_t start, count;
+      Weights weights;
+      bool sparse_keys = false;
+    };
+    std::vector<int32_t> long_table(101);
+    for (size_t i = 0; i < long_table.size(); ++i) long_table[i] = static_cast<int32_t>(122 - i);
+    const std::vector<Case> cases = {{1, {3, 0, 5, 2, 7, 6}, 40, 6, Weights::Positive},
+                                     {0, {8, 1, 123, 124, 125, 126, 127, 128}, 0, 64, Weights::Mixed},
+                                     {2, {4, 11, 9, 10, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21}, 105, 1, Weights::Positive},
+                                     {3, long_table, 803, 1, Weights::Positive, true}};
+    Pools pools(*be, layout, 4, 129);
+    std::vector<SeqSlice> seqs;
+    int64_t T = 0;
+    for (const auto& c : cases) {
+      seqs.push_back({T, c.count, c.start, c.slot, c.blocks});
+      T += c.count;
     }
-  }
-  pools.upload();
-  std::vector<float> head_weights(static_cast<size_t>(T * nh));
-  for (size_t s = 0; s < cases.size(); ++s)
-    for (int64_t t = seqs[s].begin; t < seqs[s].begin + seqs[s].count; ++t)
-      for (int64_t h = 0; h < nh; ++h) {
-        const float w = nonzero(2.0f);
-        head_weights[static_cast<size_t>(t * nh + h)] = cases[s].weights == Weights::Positive ? std::fabs(w) : w;
+    auto q = randoms(static_cast<size_t>(T * nh * ihd));
+    // Keys of every entry each sequence holds after the step, written where the layout says.
+    for (size_t s = 0; s < cases.size(); ++s) {
+      const SeqSlice& sl = seqs[s];
+      for (int64_t e = 0; e < (sl.start + sl.count) / rate; ++e) {
+        int64_t c = 0;
+        const bool scored = e == 77 || e == 160;
+        const float* q0 = q.data() + sl.begin * nh * ihd;  // the first token's head 0
+        fill_entry(pools.host, sl, keys, e, [&] { return !cases[s].sparse_keys ? nonzero() : scored ? q0[c++] : 0.0f; });
       }
-  const float head_weight_scale = 1.0f / std::sqrt(static_cast<float>(nh)), score_scale = 1.0f / std::sqrt(static_cast<float>(ihd));
-  const auto d_q = on_device(q), d_head_weights = on_device(head_weights);
-  const auto blocks_before = pools.blocks;
-  for (auto ties : {backend::TopKTies::Reference, backend::TopKTies::LowerIndex})
-    for (int64_t top_k : {3, 9, 16, 40}) {
-      const std::string what = std::string(ties == backend::TopKTies::Reference ? "reference" : "lower-index") +
-                               " ties, top_k " + std::to_string(top_k);
-      auto d_selected = DeviceI32::filled(*be, static_cast<size_t>(T * top_k), -7);
-      be->indexer_select(keys, d_q.view({T, nh, ihd}), d_head_weights.view({T, nh}), head_weight_scale, score_scale,
-                         top_k, ties, seqs, pools.storage, d_selected.view({T, top_k}));
-      const auto selected = d_selected.download();
-      for (const auto& sl : seqs)
-        for (int64_t i = 0; i < sl.count; ++i) {
-          const int64_t t = sl.begin + i, pos = sl.start + i;
-          const int64_t held = (sl.start + sl.count) / rate, visible = std::min((pos + 1) / rate, held);
-          std::vector<double> scores(static_cast<size_t>(visible));
-          for (int64_t j = 0; j < visible; ++j) {
-            const float* k = pools.host.entry(sl, keys, j);
-            double s = 0;
-            for (int64_t h = 0; h < nh; ++h) {
-              double d = 0;
-              for (int64_t c = 0; c < ihd; ++c) d += static_cast<double>(q[(t * nh + h) * ihd + c]) * k[c];
-              s += std::max(d, 0.0) * score_scale * (static_cast<double>(head_weights[t * nh + h]) * head_weight_scale);
-            }
-            scores[static_cast<size_t>(j)] = s;
-          }
-          expect_selection(selected.data() + t * top_k, top_k, scores, held, effective_ties(*be, ties, backend::TopKSite::IndexerEntries),
-                           what + ", token at position " + std::to_string(pos));
-        }
-      pools.download();
-      ASSERT_TRUE(std::equal(pools.blocks.begin(), pools.blocks.end(), blocks_before.begin(), same_bits))
-          << "indexer_select wrote the pools";
     }
+    pools.upload();
+    std::vector<float> head_weights(static_cast<size_t>(T * nh));
+    for (size_t s = 0; s < cases.size(); ++s)
+      for (int64_t t = seqs[s].begin; t < seqs[s].begin + seqs[s].count; ++t)
+        for (int64_t h = 0; h < nh; ++h) {
+          const float w = nonzero(2.0f);
+          head_weights[static_cast<size_t>(t * nh + h)] = cases[s].weights == Weights::Positive ? std::fabs(w) : w;
+        }
+    const float head_weight_scale = 1.0f / std::sqrt(static_cast<float>(nh)), score_scale = 1.0f / std::sqrt(static_cast<float>(ihd));
+    const auto d_q = on_device(q), d_head_weights = on_device(head_weights);
+    const auto blocks_before = pools.blocks;
+    for (auto ties : {backend::TopKTies::Reference, backend::TopKTies::LowerIndex})
+      for (int64_t top_k : {3, 9, 16, 40}) {
+        const std::string what = std::string(ties == backend::TopKTies::Reference ? "reference" : "lower-index") +
+                                 " ties, top_k " + std::to_string(top_k);
+        auto d_selected = DeviceI32::filled(*be, static_cast<size_t>(T * top_k), -7);
+        be->indexer_select(keys, d_q.view({T, nh, ihd}), d_head_weights.view({T, nh}), head_weight_scale, score_scale,
+                           top_k, ties, seqs, pools.storage, d_selected.view({T, top_k}));
+        const auto selected = d_selected.download();
+        for (const auto& sl : seqs)
+          for (int64_t i = 0; i < sl.count; ++i) {
+            const int64_t t = sl.begin + i, pos = sl.start + i;
+            const int64_t held = (sl.start + sl.count) / rate, visible = std::min((pos + 1) / rate, held);
+            std::vector<double> scores(static_cast<size_t>(visible));
+            for (int64_t j = 0; j < visible; ++j) {
+              const float* k = pools.host.entry(sl, keys, j);
+              double s = 0;
+              for (int64_t h = 0; h < nh; ++h) {
+                double d = 0;
+                for (int64_t c = 0; c < ihd; ++c) d += static_cast<double>(q[(t * nh + h) * ihd + c]) * k[c];
+                s += std::max(d, 0.0) * score_scale * (static_cast<double>(head_weights[t * nh + h]) * head_weight_scale);
+              }
+              scores[static_cast<size_t>(j)] = s;
+            }
+            expect_selection(selected.data() + t * top_k, top_k, scores, held, effective_ties(*be, ties, backend::TopKSite::IndexerEntries),
+                             what + ", token at position " + std::to_string(pos));
+          }
+        pools.download();
+        ASSERT_TRUE(std::equal(pools.blocks.begin(), pools.blocks.end(), blocks_before.begin(), same_bits))
+            << "indexer_select wrote the pools";
+      }
+  }
 }
 
 // ---------------------------------------------------------------- store_window

@@ -32,11 +32,11 @@ inline bool same_bits(float a, float b) { return std::memcmp(&a, &b, 4) == 0; }
 // non-overlapping rate-4 compressor. Blocks of 8 positions, so a sequence spans several blocks.
 constexpr int64_t kWindow = 5, kHeadDim = 16, kIndexDim = 8, kBlockTokens = 8;
 
-inline kv::StateLayout test_layout() {
+inline kv::StateLayout test_layout(int64_t index_dim = kIndexDim) {
   std::vector<kv::LayerStateSpec> specs(4);
   for (auto& s : specs) s.window = kWindow, s.head_dim = kHeadDim;
   specs[1].compressor = kv::CompressorSpec{4, kHeadDim, true};
-  specs[1].indexer = kv::CompressorSpec{4, kIndexDim, true};
+  specs[1].indexer = kv::CompressorSpec{4, index_dim, true};
   specs[2].compressor = kv::CompressorSpec{8, kHeadDim, false};
   specs[3].compressor = kv::CompressorSpec{4, kHeadDim, false};
   return kv::plan_layout(specs, kBlockTokens);

@@ -246,14 +246,26 @@ __global__ void indexer_scores_kernel(IndexerArgs a, int64_t t0, float* scores, 
   const int64_t e = 32 * static_cast<int64_t>(eg) + lane, j = j0 + e;
   const bool mine = j < visible;
   const float* k = dev_entry(a.st, seq, a.blocks, a.keys, mine ? j : j0);
+  // 16-byte loads of the entry where it allows them: each lane reads its own entry's line, so a
+  // 4-byte load costs the L1 as many wavefronts as a 16-byte one (4x the wavefronts a value).
+  const bool k_vec = hd % 4 == 0 && reinterpret_cast<uintptr_t>(k) % 16 == 0;
   const int64_t h0 = static_cast<int64_t>(group) * kScoreHeads;
   float d[kScoreHeads];
 #pragma unroll
   for (int h = 0; h < kScoreHeads; ++h) d[h] = 0.0f;
   for (int64_t c0 = 0; c0 < qstride; c0 += kScoreChunk) {
     float kr[kScoreChunk];
+    if (k_vec) {
 #pragma unroll
-    for (int i = 0; i < kScoreChunk; ++i) kr[i] = c0 + i < hd ? k[c0 + i] : 0.0f;
+      for (int i = 0; i < kScoreChunk / 4; ++i) {
+        // (hd % 4 == 0: a quad is all inside the entry or all past it)
+        const float4 v = c0 + 4 * i < hd ? *reinterpret_cast<const float4*>(k + c0 + 4 * i) : make_float4(0.f, 0.f, 0.f, 0.f);
+        kr[4 * i] = v.x, kr[4 * i + 1] = v.y, kr[4 * i + 2] = v.z, kr[4 * i + 3] = v.w;
+      }
+    } else {
+#pragma unroll
+      for (int i = 0; i < kScoreChunk; ++i) kr[i] = c0 + i < hd ? k[c0 + i] : 0.0f;
+    }
 #pragma unroll
     for (int h = 0; h < kScoreHeads; ++h) {
       if (h0 + h >= nh) break;  // (uniform: the group's last heads)
