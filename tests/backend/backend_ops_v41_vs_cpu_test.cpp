@@ -92,37 +92,41 @@ TEST_P(BackendOps, IndexerV41MatchesTheCpuBackend) {
   TwinPools P(*be, kBlocksPerSeq);
   P.fill(*be, [&] { return eighths(rng); });
   const Slices S = three_sequences(P);
-  const int64_t T = S.tokens, nh = 4, K = 6, CB = 3;
-  std::vector<float> q(static_cast<size_t>(T * nh * kHd)), w(static_cast<size_t>(T * nh));
-  for (auto& v : q) v = eighths(rng);
-  for (auto& v : w) v = eighths(rng);
-  backend::IndexerV41Params p;
-  p.top_k = K;
-  p.candidate_blocks = CB;
-  p.candidate_block_size = 2;
-  auto dq = on_device(q), dw = on_device(w);
-  std::vector<int32_t> source_candidates;  // the filter reads the source's rows, on both sides
-  for (const auto role : {backend::CandidateRole::None, backend::CandidateRole::Source, backend::CandidateRole::Filter}) {
-    p.candidates = role;
-    auto cand = role == backend::CandidateRole::Filter ? on_device(source_candidates)
-                                                      : DeviceI32::filled(*be, static_cast<size_t>(T * CB), -7);
-    std::vector<int32_t> cand_cpu = role == backend::CandidateRole::Filter
-                                        ? source_candidates
-                                        : std::vector<int32_t>(static_cast<size_t>(T * CB), -7);
-    auto sel = DeviceI32::filled(*be, static_cast<size_t>(T * K), -7);
-    std::vector<int32_t> sel_cpu(static_cast<size_t>(T * K), -7);
-    be->indexer_select_v41(P.index_keys(), dq.view({T, nh, kHd}), dw.view({T, nh}), p, S.seqs, P.pool.storage(),
-                           cand.view({T, CB}), sel.view({T, K}));
-    P.cpu->indexer_select_v41(P.index_keys(), TensorView::f32(q.data(), {T, nh, kHd}), TensorView::f32(w.data(), {T, nh}),
-                              p, S.seqs, P.cpu_pool.storage(), TensorView::i32(cand_cpu.data(), {T, CB}),
-                              TensorView::i32(sel_cpu.data(), {T, K}));
-    const int r = static_cast<int>(role);
-    EXPECT_EQ(sel.download(), sel_cpu) << "role " << r;
-    if (role == backend::CandidateRole::Source) {
-      EXPECT_EQ(cand.download(), cand_cpu);
-      source_candidates = cand_cpu;
-      // Not a vacuous filter: some token keeps fewer candidate blocks than it has.
-      EXPECT_TRUE(std::any_of(cand_cpu.begin(), cand_cpu.end(), [](int32_t b) { return b > 0; }));
+  // 4 heads (one group of the CUDA kernel) and 20 (a second, partial group).
+  for (const int64_t nh : {4, 20}) {
+    SCOPED_TRACE(std::to_string(nh) + " heads");
+    const int64_t T = S.tokens, K = 6, CB = 3;
+    std::vector<float> q(static_cast<size_t>(T * nh * kHd)), w(static_cast<size_t>(T * nh));
+    for (auto& v : q) v = eighths(rng);
+    for (auto& v : w) v = eighths(rng);
+    backend::IndexerV41Params p;
+    p.top_k = K;
+    p.candidate_blocks = CB;
+    p.candidate_block_size = 2;
+    auto dq = on_device(q), dw = on_device(w);
+    std::vector<int32_t> source_candidates;  // the filter reads the source's rows, on both sides
+    for (const auto role : {backend::CandidateRole::None, backend::CandidateRole::Source, backend::CandidateRole::Filter}) {
+      p.candidates = role;
+      auto cand = role == backend::CandidateRole::Filter ? on_device(source_candidates)
+                                                        : DeviceI32::filled(*be, static_cast<size_t>(T * CB), -7);
+      std::vector<int32_t> cand_cpu = role == backend::CandidateRole::Filter
+                                          ? source_candidates
+                                          : std::vector<int32_t>(static_cast<size_t>(T * CB), -7);
+      auto sel = DeviceI32::filled(*be, static_cast<size_t>(T * K), -7);
+      std::vector<int32_t> sel_cpu(static_cast<size_t>(T * K), -7);
+      be->indexer_select_v41(P.index_keys(), dq.view({T, nh, kHd}), dw.view({T, nh}), p, S.seqs, P.pool.storage(),
+                             cand.view({T, CB}), sel.view({T, K}));
+      P.cpu->indexer_select_v41(P.index_keys(), TensorView::f32(q.data(), {T, nh, kHd}), TensorView::f32(w.data(), {T, nh}),
+                                p, S.seqs, P.cpu_pool.storage(), TensorView::i32(cand_cpu.data(), {T, CB}),
+                                TensorView::i32(sel_cpu.data(), {T, K}));
+      const int r = static_cast<int>(role);
+      EXPECT_EQ(sel.download(), sel_cpu) << "role " << r;
+      if (role == backend::CandidateRole::Source) {
+        EXPECT_EQ(cand.download(), cand_cpu);
+        source_candidates = cand_cpu;
+        // Not a vacuous filter: some token keeps fewer candidate blocks than it has.
+        EXPECT_TRUE(std::any_of(cand_cpu.begin(), cand_cpu.end(), [](int32_t b) { return b > 0; }));
+      }
     }
   }
 }

@@ -8,6 +8,7 @@
 
 #include "backend/cuda/attention_kernels.h"
 #include "backend/cuda/device_math.cuh"
+#include "backend/cuda/indexer_lanes.cuh"
 #include "backend/cuda/state_math.cuh"
 #include "backend/cuda/torch_topk.cuh"
 #include "backend/cuda/launch.cuh"
@@ -180,24 +181,17 @@ __device__ __forceinline__ void token_visibility(const IndexerArgs& a, int64_t t
   *visible = v < held ? v : held;
 }
 
-// One LANE per (token, entry), a warp per 32 entries and kScoreHeads heads:
-// sum_h relu(q[t,h] . k_j) * score_scale * (w[t,h] * hw_scale). The lane holds kScoreChunk values of
-// its entry in registers and a partial dot product per head, so every q value (from shared memory,
-// the same address in every lane: a broadcast) feeds one FMA and no warp sum is needed. The heads
-// are cut into groups of kScoreHeads (one warp each, partial sums in head order), added in group
-// order through shared memory: a fixed arithmetic for each (token, entry), whatever the batch.
-// The first version (a warp per entry, lanes over head_dim, a warp sum a head) issued ~10
-// instructions per 4 FMAs: 0.67 ms a layer at batch 128 on the H100 (docs/perf.md, session 23).
-// Shared memory: q [nh][qstride] (head_dim rounded up to the chunk, zero padded, so the FMA loops
-// need no bounds), the head weights times their scale [nh], the partials [groups][warp entries].
-constexpr int kScoreHeads = 16;       // heads of a warp: its partial dot products' registers
-constexpr int kScoreChunk = 32;       // values of an entry a lane holds at once
-constexpr int kScoreMaxWarps = 16;    // so at most 256 heads
+// Index scores, a lane per (token, entry) (indexer_lanes.cuh): sum_h relu(q[t,h] . k_j) *
+// score_scale * (w[t,h] * hw_scale). The heads are cut into groups of kScoreHeads, a warp each
+// (partial sums in head order), added in group order through shared memory: a fixed arithmetic for
+// each (token, entry), whatever the batch. Shared memory: q [nh][q_stride], the head weights times
+// their scale [nh], the partials [groups][warp entries].
+using indexer_lanes::kScoreHeads;
+constexpr int kScoreMaxWarps = 16;  // so at most 256 heads
 
-__host__ __device__ constexpr int64_t score_q_stride(int64_t hd) { return (hd + kScoreChunk - 1) / kScoreChunk * kScoreChunk; }
 int64_t score_head_groups(int64_t nh) { return (nh + kScoreHeads - 1) / kScoreHeads; }
 size_t score_smem_bytes(int64_t nh, int64_t hd, int64_t groups, int64_t entry_warps) {
-  return static_cast<size_t>(nh * score_q_stride(hd) + nh + groups * 32 * entry_warps) * sizeof(float);
+  return static_cast<size_t>(nh * indexer_lanes::q_stride(hd) + nh + groups * 32 * entry_warps) * sizeof(float);
 }
 
 // grid (entry blocks of 32 x entry_warps, tokens); block: groups x entry_warps warps, warp w taking
@@ -213,73 +207,20 @@ __global__ void indexer_scores_kernel(IndexerArgs a, int64_t t0, float* scores, 
   const int64_t per_block = 32 * static_cast<int64_t>(entry_warps);
   const int64_t j0 = static_cast<int64_t>(blockIdx.x) * per_block;  // the block's first entry
   if (j0 >= visible) return;  // (the whole block: before its barriers)
-  const int64_t nh = a.nh, hd = a.keys.head_dim, qstride = score_q_stride(hd);
-  float* qs = score_smem;            // [nh][qstride]
-  float* wv = qs + nh * qstride;     // [nh]
-  float* part = wv + nh;             // [groups][per_block]
-  // q into shared memory, 4 values a thread at a time, 8 loads in flight before their stores (at
-  // batch 1 a block's copy is on the step's critical path).
-  const float* q = a.q + t * nh * hd;
-  const bool vec = hd % 4 == 0 && reinterpret_cast<uintptr_t>(q) % 16 == 0;
-  const int64_t quads = nh * qstride / 4;
-  for (int64_t base = 0; base < quads; base += 8 * static_cast<int64_t>(blockDim.x)) {
-    float4 v[8];
-#pragma unroll
-    for (int u = 0; u < 8; ++u) {
-      const int64_t i = base + threadIdx.x + u * static_cast<int64_t>(blockDim.x);
-      const int64_t h = 4 * i / qstride, c = 4 * i % qstride;
-      const float* src = q + h * hd + c;
-      if (i >= quads || c >= hd) v[u] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-      else if (vec) v[u] = *reinterpret_cast<const float4*>(src);
-      else v[u] = make_float4(src[0], c + 1 < hd ? src[1] : 0.0f, c + 2 < hd ? src[2] : 0.0f, c + 3 < hd ? src[3] : 0.0f);
-    }
-#pragma unroll
-    for (int u = 0; u < 8; ++u) {
-      const int64_t i = base + threadIdx.x + u * static_cast<int64_t>(blockDim.x);
-      if (i < quads) reinterpret_cast<float4*>(qs)[i] = v[u];
-    }
-  }
+  const int64_t nh = a.nh, hd = a.keys.head_dim;
+  float* qs = score_smem;                             // [nh][q_stride]
+  float* wv = qs + nh * indexer_lanes::q_stride(hd);  // [nh]
+  float* part = wv + nh;                              // [groups][per_block]
+  indexer_lanes::q_to_shared(a.q + t * nh * hd, nh, hd, qs);
   for (int64_t h = threadIdx.x; h < nh; h += blockDim.x) wv[h] = a.head_weights[t * nh + h] * a.head_weight_scale;
   __syncthreads();
   const int lane = static_cast<int>(threadIdx.x) & 31, warp = static_cast<int>(threadIdx.x) >> 5;
   const int eg = warp % entry_warps, group = warp / entry_warps;
   const int64_t e = 32 * static_cast<int64_t>(eg) + lane, j = j0 + e;
   const bool mine = j < visible;
-  const float* k = dev_entry(a.st, seq, a.blocks, a.keys, mine ? j : j0);
-  // 16-byte loads of the entry where it allows them: each lane reads its own entry's line, so a
-  // 4-byte load costs the L1 as many wavefronts as a 16-byte one (4x the wavefronts a value).
-  const bool k_vec = hd % 4 == 0 && reinterpret_cast<uintptr_t>(k) % 16 == 0;
   const int64_t h0 = static_cast<int64_t>(group) * kScoreHeads;
   float d[kScoreHeads];
-#pragma unroll
-  for (int h = 0; h < kScoreHeads; ++h) d[h] = 0.0f;
-  for (int64_t c0 = 0; c0 < qstride; c0 += kScoreChunk) {
-    float kr[kScoreChunk];
-    if (k_vec) {
-#pragma unroll
-      for (int i = 0; i < kScoreChunk / 4; ++i) {
-        // (hd % 4 == 0: a quad is all inside the entry or all past it)
-        const float4 v = c0 + 4 * i < hd ? *reinterpret_cast<const float4*>(k + c0 + 4 * i) : make_float4(0.f, 0.f, 0.f, 0.f);
-        kr[4 * i] = v.x, kr[4 * i + 1] = v.y, kr[4 * i + 2] = v.z, kr[4 * i + 3] = v.w;
-      }
-    } else {
-#pragma unroll
-      for (int i = 0; i < kScoreChunk; ++i) kr[i] = c0 + i < hd ? k[c0 + i] : 0.0f;
-    }
-#pragma unroll
-    for (int h = 0; h < kScoreHeads; ++h) {
-      if (h0 + h >= nh) break;  // (uniform: the group's last heads)
-      const float4* qh = reinterpret_cast<const float4*>(qs + (h0 + h) * qstride + c0);
-#pragma unroll
-      for (int i = 0; i < kScoreChunk / 4; ++i) {
-        const float4 qv = qh[i];
-        d[h] = fmaf(qv.x, kr[4 * i], d[h]);
-        d[h] = fmaf(qv.y, kr[4 * i + 1], d[h]);
-        d[h] = fmaf(qv.z, kr[4 * i + 2], d[h]);
-        d[h] = fmaf(qv.w, kr[4 * i + 3], d[h]);
-      }
-    }
-  }
+  indexer_lanes::head_group_dots(dev_entry(a.st, seq, a.blocks, a.keys, mine ? j : j0), qs, hd, h0, nh, d);
   float s = 0.0f;
 #pragma unroll
   for (int h = 0; h < kScoreHeads; ++h)
@@ -688,11 +629,8 @@ void launch_compress_slots(const CompressArgs& a, int32_t nseq) {
 void launch_indexer_scores(const IndexerArgs& a, int64_t t0, int64_t tokens, float* scores, int64_t stride) {
   if (tokens <= 0 || stride <= 0) return;
   const int64_t groups = score_head_groups(a.nh);
-  // Warps of 32 entries a block: up to 8 warps in all, fewer while that leaves SMs idle (batch 1:
-  // a token's ~1,000 entries). Which entries share a block changes no bit.
-  int64_t entry_warps = std::max<int64_t>(1, 8 / groups);
-  auto blocks = [&](int64_t ew) { return tokens * ((stride + 32 * ew - 1) / (32 * ew)); };
-  while (entry_warps > 1 && blocks(entry_warps) < 2 * static_cast<int64_t>(device_sm_count())) entry_warps /= 2;
+  // Up to 8 warps in all.
+  const int64_t entry_warps = indexer_lanes::entry_warps_for(tokens, stride, 8 / groups, device_sm_count());
   const size_t smem = score_smem_bytes(a.nh, a.keys.head_dim, groups, entry_warps);
   const dim3 grid(static_cast<unsigned>((stride + 32 * entry_warps - 1) / (32 * entry_warps)), static_cast<unsigned>(tokens));
   // A refused size stays in cudaGetLastError for the caller's launch check.

@@ -151,6 +151,10 @@ void CudaBackend::indexer_select_v41(const backend::CompressorLayout& keys, Tens
   if (with_candidates) check_device(candidates, DType::I32, "indexer_select_v41 candidates");
   DEEPINFER_CHECK(keys.rate >= 1 && K >= 0, "indexer_select_v41: bad rate {} / top_k {}", keys.rate, K);
   check_pools(state, "indexer_select_v41");
+  DEEPINFER_CHECK(indexer_scores_v41_supports(nh, keys.head_dim),
+                  "indexer_select_v41: {} heads of {} values are past the scoring kernel (q of a token must fit an "
+                  "SM's shared memory)",
+                  nh, keys.head_dim);
   if (T == 0) return;
   const StagedSeqs staged = stage_seqs(seqs, T, state);
   int64_t max_held = 0;  // score_scale: unused by the V4.1 scores

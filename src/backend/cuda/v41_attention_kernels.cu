@@ -6,7 +6,9 @@
 #include <cstdint>
 
 #include "backend/cuda/device_math.cuh"
+#include "backend/cuda/indexer_lanes.cuh"
 #include "backend/cuda/launch.cuh"
+#include "backend/cuda/launch_control.h"
 #include "backend/cuda/state_math.cuh"
 #include "backend/cuda/v41_kernels.h"
 
@@ -131,40 +133,54 @@ __device__ __forceinline__ void visibility(const IndexerArgs& a, int64_t t, Devi
   *visible = v < held ? v : held;
 }
 
-constexpr int kScoreWarpsV41 = 8;
+// Index scores, a lane per (token, entry) (indexer_lanes.cuh): score = bf16(sum_h bf16(relu(bf16(q_h
+// . k)) * bf16(w_h * scale))), the heads added in order in float32 by the lane itself (group after
+// group, so the sum is the CPU's); -inf outside a Filter's candidate blocks. grid (entry blocks of
+// 32 x warps, tokens). Shared memory: q [nh][q_stride], the rounded head weights [nh].
+constexpr int kScoreMaxWarpsV41 = 8;
 
-// One warp per (token, entry): score = bf16(sum_h bf16(relu(bf16(q_h . k)) * bf16(w_h * scale))),
-// heads added in order in float32; -inf outside a Filter's candidate blocks.
+size_t score_smem_bytes_v41(int64_t nh, int64_t hd) {
+  return static_cast<size_t>(nh * indexer_lanes::q_stride(hd) + nh) * sizeof(float);
+}
+
 __global__ void indexer_scores_v41_kernel(IndexerArgs a, int64_t t0, float* scores, int64_t stride,
                                           const int32_t* candidates, int64_t cb, int64_t bs) {
   wait_for_previous_kernel();
+  extern __shared__ __align__(16) float score_smem_v41[];
   const int64_t t = t0 + blockIdx.y;
   DeviceSeq seq;
   int64_t visible;
   visibility(a, t, &seq, &visible);
-  const int lane = static_cast<int>(threadIdx.x) % 32, warp = static_cast<int>(threadIdx.x) / 32;
-  const int64_t j = static_cast<int64_t>(blockIdx.x) * kScoreWarpsV41 + warp;
+  const int64_t j0 = static_cast<int64_t>(blockIdx.x) * blockDim.x;  // the block's first entry
+  if (j0 >= visible) return;  // (the whole block: before its barrier)
+  const int64_t nh = a.nh, hd = a.keys.head_dim;
+  float* qs = score_smem_v41;                         // [nh][q_stride]
+  float* wv = qs + nh * indexer_lanes::q_stride(hd);  // [nh]
+  indexer_lanes::q_to_shared(a.q + t * nh * hd, nh, hd, qs);
+  for (int64_t h = threadIdx.x; h < nh; h += blockDim.x)
+    wv[h] = round_bf16_f(a.head_weights[t * nh + h] * a.head_weight_scale);
+  __syncthreads();
+  const int64_t j = j0 + threadIdx.x;
   if (j >= visible) return;
   float* out = scores + static_cast<int64_t>(blockIdx.y) * stride + j;
   if (candidates) {
     bool inside = false;
     for (int64_t c = 0; c < cb; ++c) inside = inside || candidates[t * cb + c] == j / bs;
     if (!inside) {
-      if (lane == 0) *out = neg_inf();
+      *out = neg_inf();
       return;
     }
   }
-  const int64_t hd = a.keys.head_dim;
   const float* k = dev_entry(a.st, seq, a.blocks, a.keys, j);
   float s = 0.0f;
-  for (int64_t h = 0; h < a.nh; ++h) {
-    const float* qh = a.q + (t * a.nh + h) * hd;
-    float d = 0.0f;
-    for (int64_t c = lane; c < hd; c += 32) d += qh[c] * k[c];
-    d = fmaxf(round_bf16_f(warp_sum(d)), 0.0f);
-    s += round_bf16_f(d * round_bf16_f(a.head_weights[t * a.nh + h] * a.head_weight_scale));
+  for (int64_t h0 = 0; h0 < nh; h0 += indexer_lanes::kScoreHeads) {
+    float d[indexer_lanes::kScoreHeads];
+    indexer_lanes::head_group_dots(k, qs, hd, h0, nh, d);
+#pragma unroll
+    for (int h = 0; h < indexer_lanes::kScoreHeads; ++h)
+      if (h0 + h < nh) s += round_bf16_f(fmaxf(round_bf16_f(d[h]), 0.0f) * wv[h0 + h]);
   }
-  if (lane == 0) *out = round_bf16_f(s);
+  *out = round_bf16_f(s);
 }
 
 // Order-preserving key of a float, 0 reserved for "taken" (-0 counts as +0, as the CPU's compare).
@@ -229,9 +245,17 @@ void launch_attention_v41(const SparseAttentionArgs& a, bool block) {
 void launch_indexer_scores_v41(const IndexerArgs& a, int64_t t0, int64_t tokens, float* scores, int64_t stride,
                                const int32_t* candidates, int64_t candidate_blocks, int64_t block_size) {
   if (tokens <= 0 || stride <= 0) return;
-  const dim3 grid(static_cast<unsigned>((stride + kScoreWarpsV41 - 1) / kScoreWarpsV41), static_cast<unsigned>(tokens));
-  launch(indexer_scores_v41_kernel, grid, kScoreWarpsV41 * 32, 0, a, t0, scores, stride, candidates, candidate_blocks,
-         block_size);
+  const int64_t warps = indexer_lanes::entry_warps_for(tokens, stride, kScoreMaxWarpsV41, device_sm_count());
+  const dim3 grid(static_cast<unsigned>((stride + 32 * warps - 1) / (32 * warps)), static_cast<unsigned>(tokens));
+  const size_t smem = score_smem_bytes_v41(a.nh, a.keys.head_dim);
+  // A refused size stays in cudaGetLastError for the caller's launch check.
+  if (allow_dynamic_smem<indexer_scores_v41_kernel>(smem))
+    launch(indexer_scores_v41_kernel, grid, static_cast<unsigned>(32 * warps), smem, a, t0, scores, stride, candidates,
+           candidate_blocks, block_size);
+}
+
+bool indexer_scores_v41_supports(int64_t nh, int64_t hd) {
+  return nh >= 1 && score_smem_bytes_v41(nh, hd) + 1024 <= device_smem_per_sm();
 }
 
 void launch_candidate_blocks_v41(const IndexerArgs& a, int64_t t0, int64_t tokens, const float* scores, int64_t stride,

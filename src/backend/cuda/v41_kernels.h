@@ -76,6 +76,8 @@ void launch_attention_v41(const SparseAttentionArgs& a, bool block);
 // candidates non-null (a Filter), entries outside the token's candidate blocks score -inf.
 void launch_indexer_scores_v41(const IndexerArgs& a, int64_t t0, int64_t tokens, float* scores, int64_t stride,
                                const int32_t* candidates, int64_t candidate_blocks, int64_t block_size);
+// Whether launch_indexer_scores_v41 takes these shapes (q of a token fits an SM's shared memory).
+bool indexer_scores_v41_supports(int64_t nh, int64_t hd);
 // A candidate Source: the top candidate_blocks blocks of block_size entries by their best score, the
 // newest block pinned, in rank order, -1 padded, into candidates [T, candidate_blocks].
 // keys [tokens, block_stride] is scratch.
