@@ -135,7 +135,7 @@ __device__ __forceinline__ void visibility(const IndexerArgs& a, int64_t t, Devi
 
 // Index scores, a lane per (token, entry) (indexer_lanes.cuh): score = bf16(sum_h bf16(relu(bf16(q_h
 // . k)) * bf16(w_h * scale))), the heads added in order in float32 by the lane itself (group after
-// group, so the sum is the CPU's); -inf outside a Filter's candidate blocks. grid (entry blocks of
+// group, as the CPU adds them); -inf outside a Filter's candidate blocks. grid (entry blocks of
 // 32 x warps, tokens). Shared memory: q [nh][q_stride], the rounded head weights [nh].
 constexpr int kScoreMaxWarpsV41 = 8;
 
