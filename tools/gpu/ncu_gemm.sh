@@ -8,7 +8,9 @@
 #                                    # PREFILL=2048: one prefill of that many tokens instead of decode;
 #                                    # LAUNCH_COUNT=N: the first N matching launches only;
 #                                    # KERNELS matches the demangled name with its template
-#                                    # arguments, e.g. KERNELS='linear_tc_kernel<2, 4' (BF16, 32 tokens)
+#                                    # arguments as ncu writes them, `<(int)4, (bool)1, (int)2>`:
+#                                    # e.g. KERNELS='moe_gemv_fp4_kernel<.int.4, .bool.1' ('<4, 1'
+#                                    # matches nothing: docs/perf.md, session 24)
 #
 # Writes $OUT/ncu_gemm.txt (the report) and $OUT/ncu_gemm.ncu-rep (open in Nsight Compute).
 set -uo pipefail
