@@ -12,7 +12,8 @@
 #                                    # e.g. KERNELS='moe_gemv_fp4_kernel<.int.4, .bool.1' ('<4, 1'
 #                                    # matches nothing: docs/perf.md, session 24)
 #
-# Writes $OUT/ncu_gemm.txt (the report) and $OUT/ncu_gemm.ncu-rep (open in Nsight Compute).
+# Writes $OUT/ncu_gemm.txt (the report), $OUT/ncu_gemm_stalls.txt (every stall reason, the excess
+# sectors and wavefronts) and $OUT/ncu_gemm.ncu-rep (open in Nsight Compute).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 source tools/gpu/stage_env.sh  # unpacks .gpu, sets root and the loader path (NCCL included)
@@ -32,6 +33,10 @@ ncu=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -
   > "$out/ncu_run.txt" 2>&1
 echo "ncu rc $?"
 "$ncu" --import "$out/ncu_gemm.ncu-rep" --page details --print-units base > "$out/ncu_gemm.txt" 2>&1
+# Every warp stall reason (the details page lists only the top ones) and the excess sectors /
+# wavefronts behind ncu's coalescing and bank-conflict hints.
+"$ncu" --import "$out/ncu_gemm.ncu-rep" --page details --print-details all --print-units base 2>&1 |
+  grep -E "^  [^ ]|Stall [A-Z]|Excessive|Hit Rate|Throughput  " > "$out/ncu_gemm_stalls.txt"
 "$ncu" --import "$out/ncu_gemm.ncu-rep" --page raw --csv --metrics gpu__time_duration.sum,dram__bytes_read.sum,launch__grid_size,launch__registers_per_thread,sm__warps_active.avg.pct_of_peak_sustained_active \
   > "$out/ncu_gemm_raw.csv" 2>&1
 tail -5 "$out/ncu_run.txt"

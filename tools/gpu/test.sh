@@ -23,7 +23,7 @@ run() {  # name, command...; ONLY="name ..." runs just those (a short device cal
   local summary
   summary=$(grep -E "^\[  PASSED  \]|^\[  FAILED  \] [0-9]+ test|tests? ran" "$out/$name.log" | tr '\n' ' ')
   rows+=("$(printf '%-34s rc=%-3s %4ss  %s' "$name" "$rc" $((SECONDS - start)) "$summary")")
-  [ $rc -eq 0 ] || { failures=$((failures + 1)); echo "--- $name failed; last lines:"; grep -E "Failure|FAILED|error" "$out/$name.log" | head -30; }
+  [ $rc -eq 0 ] || { failures=$((failures + 1)); echo "--- $name failed; last lines:"; grep -E -A6 "Failure|FAILED|error" "$out/$name.log" | head -80; }
 }
 # DeepSeek-V4.1's ops run on CUDA too (cuda/ops_v41.cpp): their op tests, the V4.1 fixture parity,
 # batched forwards and the LLM API on the GPU below.

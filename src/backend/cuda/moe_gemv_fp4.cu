@@ -16,7 +16,11 @@
 // Lane (g, t) copies block t of a 128-column step of rows g and g + 8 into shared memory (16 bytes
 // each, cp.async) and reads word t of all four blocks back (fp4_bits.h: which codes feed
 // which fragment slots; Fp4Bits.MmaFragmentsOfABlockGiveItsDotProducts checks the layout on the
-// host). Weights enter as value * 2^-14; the outputs are multiplied by 2^14 at the end (exact).
+// host). A row's 4 blocks sit side by side as in global memory, block b at slot b ^ (g / 2), so
+// that both the copies and the reads of 32 lanes hit 32 distinct banks. The rows' E8M0 scale words
+// come 8 steps at a time (a whole 32-byte sector a row; one word a step cost the L2 a sector each:
+// ncu, H100, batch 128, the L2 the busiest unit at 80%; docs/perf.md, session 25). Weights enter
+// as value * 2^-14; the outputs are multiplied by 2^14 at the end (exact).
 // Rounding: products exact, sums in float32 per block, block sums times the E8M0 scale added per
 // step, then times the x step's power of two; parts added (hi + mid) + lo, or hi + lo. Not the
 // CUDA-core tile's bits: batch invariance keeps that tile.
@@ -52,10 +56,14 @@ constexpr int kWarps = 8, kThreads = 32 * kWarps;
 constexpr int kTileRows = 16;     // weight rows of a warp (the MMA's M)
 constexpr int64_t kStepK = 128;   // columns of a step: 4 scale blocks, one x power of two
 constexpr int kPlanePad = 32;     // f16 after each x plane: 16-byte reads of planes g, g + 1 miss each other's banks
-// A warp's stage: 2 pieces (rows g, g + 8) of 16 bytes a lane, then 2 scale words a lane.
-constexpr size_t kPieceBytes = 2 * 32 * 16;
-constexpr size_t kWarpStageBytes = kPieceBytes + 32 * 2 * 4;
+// A warp's stage: 2 pieces (rows g, g + 8) of 16 bytes a lane.
+constexpr size_t kWarpStageBytes = 2 * 32 * 16;
 constexpr size_t kStageBytes = kWarps * kWarpStageBytes;
+// A warp's scale windows: 2 (one read while the next lands) of kWindow steps' words for its 16
+// rows, kWindow + 1 words a row (rows g = 0..7 read at step s then fall in distinct banks).
+constexpr int kWindow = 8, kWindowRowWords = kWindow + 1;
+constexpr size_t kWarpScaleBytes = 2 * kTileRows * kWindowRowWords * 4;
+constexpr size_t kScaleBytes = kWarps * kWarpScaleBytes;
 constexpr size_t kMaxSmem = 200 * 1024;
 
 #pragma GCC diagnostic push
@@ -88,9 +96,10 @@ template <int TOK, int P>
 __host__ __device__ constexpr int stages() { return TOK > 2 && P == 3 ? 8 : 4; }
 
 __host__ __device__ constexpr int64_t plane_stride(int64_t K) { return K + kPlanePad; }
-// Dynamic shared memory: the weight stages, P TOK f16 planes of x, then the steps' powers of two [TOK][K / 128].
+// Dynamic shared memory: the weight stages, the scale windows, P TOK f16 planes of x, then the
+// steps' powers of two [TOK][K / 128].
 template <int TOK, int P>
-__host__ __device__ constexpr size_t planes_offset() { return stages<TOK, P>() * kStageBytes; }
+__host__ __device__ constexpr size_t planes_offset() { return stages<TOK, P>() * kStageBytes + kScaleBytes; }
 template <int TOK, int P>
 __host__ __device__ constexpr size_t smem_bytes(int64_t K) {
   return planes_offset<TOK, P>() + static_cast<size_t>(P * TOK * plane_stride(K)) * 2 +
@@ -171,6 +180,9 @@ __global__ void __launch_bounds__(kThreads, 2) moe_gemv_fp4_kernel(Args a) {
   const int ks = a.ks, ksi = warp % ks, tile = warp / ks, tiles = kWarps / ks;
   const int per_job = static_cast<int>((nsteps - ksi + ks - 1) / ks);
   unsigned char* wstage = smem + static_cast<size_t>(warp) * kWarpStageBytes;  // + st * kStageBytes
+  // [window parity][row 0..15][kWindowRowWords]
+  uint32_t* wscale = reinterpret_cast<uint32_t*>(smem + stages<TOK, P>() * kStageBytes + warp * kWarpScaleBytes);
+  const int slot = g >> 1;  // block b of rows g, g + 8 at slot b ^ (g / 2)
   // The tokens of B columns 8 cg + 2t and 8 cg + 2t + 1 (columns past P TOK are zero: any scale).
   int tok0[G], tok1[G];
 #pragma unroll
@@ -196,18 +208,30 @@ __global__ void __launch_bounds__(kThreads, 2) moe_gemv_fp4_kernel(Args a) {
     const uint8_t* s0 = wa.scale + row_g * wa.scale_cols;
     const uint8_t* s1 = wb.scale + row_g8 * wb.scale_cols;
 
-    // Step sp into stage st: block t of rows g and g + 8 (slots (j, t, g)) and the two rows' scale words.
-    auto copy_step = [&](int64_t sp, int st) {
+    // The warp's n-th step into stage st: block t of rows g and g + 8 (row j * 8 + g, slot t ^ (g /
+    // 2)); at the first step of a window, also the window's scale words of the two rows (steps
+    // n + 2t, n + 2t + 1 from lane t), in the same copy group.
+    auto copy_step = [&](int n, int st) {
+      const int64_t sp = ksi + static_cast<int64_t>(n) * ks;
       unsigned char* ws = wstage + static_cast<size_t>(st) * kStageBytes;
-      copy16_async(ws + ((0 * 4 + t) * 8 + g) * 16, p0 + sp * 64 + 16 * t, true);
-      copy16_async(ws + ((1 * 4 + t) * 8 + g) * 16, p1 + sp * 64 + 16 * t, true);
-      copy4_async(ws + kPieceBytes + (lane * 2 + 0) * 4, s0 + sp * 4);
-      copy4_async(ws + kPieceBytes + (lane * 2 + 1) * 4, s1 + sp * 4);
+      copy16_async(ws + ((0 * 8 + g) * 4 + (t ^ slot)) * 16, p0 + sp * 64 + 16 * t, true);
+      copy16_async(ws + ((1 * 8 + g) * 4 + (t ^ slot)) * 16, p1 + sp * 64 + 16 * t, true);
+      if (n % kWindow == 0) {
+        uint32_t* win = wscale + (n / kWindow) % 2 * (kTileRows * kWindowRowWords);
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const int s = 2 * t + e;
+          if (n + s >= per_job) break;
+          const int64_t sps = ksi + static_cast<int64_t>(n + s) * ks;
+          copy4_async(win + g * kWindowRowWords + s, s0 + sps * 4);
+          copy4_async(win + (8 + g) * kWindowRowWords + s, s1 + sps * 4);
+        }
+      }
     };
     float acc[G][4] = {};  // per column group: C[g][2t], C[g][2t+1], C[g+8][2t], C[g+8][2t+1]
 #pragma unroll
     for (int n = 0; n < kStages - 1; ++n) {
-      if (n < per_job) copy_step(ksi + static_cast<int64_t>(n) * ks, n);
+      if (n < per_job) copy_step(n, n);
       copies_commit();  // (an empty group past the end keeps the count)
     }
     // x of a new tile, while those copies are in flight (the last job ended with a barrier, so
@@ -220,22 +244,23 @@ __global__ void __launch_bounds__(kThreads, 2) moe_gemv_fp4_kernel(Args a) {
 #pragma unroll 1
     for (int i = 0; i < per_job; ++i) {
       const int ni = i + kStages - 1;
-      if (ni < per_job) copy_step(ksi + static_cast<int64_t>(ni) * ks, ni % kStages);
+      if (ni < per_job) copy_step(ni, ni % kStages);
       copies_commit();
       copies_wait<kStages - 1>();  // step i's copies (this lane's) have landed
       __syncwarp();                // and the other lanes' (each waited for its own)
       const unsigned char* ws = wstage + static_cast<size_t>(i % kStages) * kStageBytes;
       const int64_t sp = ksi + static_cast<int64_t>(i) * ks;
-      const uint32_t sc0 = *reinterpret_cast<const uint32_t*>(ws + kPieceBytes + (lane * 2 + 0) * 4);
-      const uint32_t sc1 = *reinterpret_cast<const uint32_t*>(ws + kPieceBytes + (lane * 2 + 1) * 4);
+      const uint32_t* win = wscale + (i / kWindow) % 2 * (kTileRows * kWindowRowWords);
+      const uint32_t sc0 = win[g * kWindowRowWords + i % kWindow];
+      const uint32_t sc1 = win[(8 + g) * kWindowRowWords + i % kWindow];
       float cs[G][4] = {};
       float scale_g[4], scale_g8[4];  // the four blocks' scales of rows g and g + 8
       e8m0x4_to_f32(sc0, scale_g);
       e8m0x4_to_f32(sc1, scale_g8);
 #pragma unroll
       for (int blk = 0; blk < 4; ++blk) {
-        const uint32_t wg = *reinterpret_cast<const uint32_t*>(ws + ((0 * 4 + blk) * 8 + g) * 16 + 4 * t);
-        const uint32_t w8 = *reinterpret_cast<const uint32_t*>(ws + ((1 * 4 + blk) * 8 + g) * 16 + 4 * t);
+        const uint32_t wg = *reinterpret_cast<const uint32_t*>(ws + ((0 * 8 + g) * 4 + (blk ^ slot)) * 16 + 4 * t);
+        const uint32_t w8 = *reinterpret_cast<const uint32_t*>(ws + ((1 * 8 + g) * 4 + (blk ^ slot)) * 16 + 4 * t);
         uint32_t pg[4], p8[4];
         f4_pairs_f16x2(wg, pg);
         f4_pairs_f16x2(w8, p8);
