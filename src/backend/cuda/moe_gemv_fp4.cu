@@ -182,7 +182,12 @@ __global__ void __launch_bounds__(kThreads, 2) moe_gemv_fp4_kernel(Args a) {
   unsigned char* wstage = smem + static_cast<size_t>(warp) * kWarpStageBytes;  // + st * kStageBytes
   // [window parity][row 0..15][kWindowRowWords]
   uint32_t* wscale = reinterpret_cast<uint32_t*>(smem + stages<TOK, P>() * kStageBytes + warp * kWarpScaleBytes);
-  const int slot = g >> 1;  // block b of rows g, g + 8 at slot b ^ (g / 2)
+  const int slot = g >> 1;
+  // Byte offset in a stage of block b of row j * 8 + g (j = 0: row g, 1: row g + 8): a row's 4
+  // blocks side by side, block b at slot b ^ (g / 2).
+  auto piece = [&](int j, int b) { return ((j * 8 + g) * 4 + (b ^ slot)) * 16; };
+  // The scale window of the warp's n-th step (of a job): [row 0..15][kWindowRowWords], 2 in turn.
+  auto window_of = [&](int n) { return wscale + (n / kWindow) % 2 * (kTileRows * kWindowRowWords); };
   // The tokens of B columns 8 cg + 2t and 8 cg + 2t + 1 (columns past P TOK are zero: any scale).
   int tok0[G], tok1[G];
 #pragma unroll
@@ -208,16 +213,16 @@ __global__ void __launch_bounds__(kThreads, 2) moe_gemv_fp4_kernel(Args a) {
     const uint8_t* s0 = wa.scale + row_g * wa.scale_cols;
     const uint8_t* s1 = wb.scale + row_g8 * wb.scale_cols;
 
-    // The warp's n-th step into stage st: block t of rows g and g + 8 (row j * 8 + g, slot t ^ (g /
-    // 2)); at the first step of a window, also the window's scale words of the two rows (steps
-    // n + 2t, n + 2t + 1 from lane t), in the same copy group.
+    // The warp's n-th step into stage st: block t of rows g and g + 8; at the first step of a
+    // window, also the window's scale words of the two rows (steps n + 2t, n + 2t + 1 from lane t),
+    // in the same copy group.
     auto copy_step = [&](int n, int st) {
       const int64_t sp = ksi + static_cast<int64_t>(n) * ks;
       unsigned char* ws = wstage + static_cast<size_t>(st) * kStageBytes;
-      copy16_async(ws + ((0 * 8 + g) * 4 + (t ^ slot)) * 16, p0 + sp * 64 + 16 * t, true);
-      copy16_async(ws + ((1 * 8 + g) * 4 + (t ^ slot)) * 16, p1 + sp * 64 + 16 * t, true);
+      copy16_async(ws + piece(0, t), p0 + sp * 64 + 16 * t, true);
+      copy16_async(ws + piece(1, t), p1 + sp * 64 + 16 * t, true);
       if (n % kWindow == 0) {
-        uint32_t* win = wscale + (n / kWindow) % 2 * (kTileRows * kWindowRowWords);
+        uint32_t* win = window_of(n);
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
           const int s = 2 * t + e;
@@ -250,7 +255,7 @@ __global__ void __launch_bounds__(kThreads, 2) moe_gemv_fp4_kernel(Args a) {
       __syncwarp();                // and the other lanes' (each waited for its own)
       const unsigned char* ws = wstage + static_cast<size_t>(i % kStages) * kStageBytes;
       const int64_t sp = ksi + static_cast<int64_t>(i) * ks;
-      const uint32_t* win = wscale + (i / kWindow) % 2 * (kTileRows * kWindowRowWords);
+      const uint32_t* win = window_of(i);
       const uint32_t sc0 = win[g * kWindowRowWords + i % kWindow];
       const uint32_t sc1 = win[(8 + g) * kWindowRowWords + i % kWindow];
       float cs[G][4] = {};
@@ -259,8 +264,8 @@ __global__ void __launch_bounds__(kThreads, 2) moe_gemv_fp4_kernel(Args a) {
       e8m0x4_to_f32(sc1, scale_g8);
 #pragma unroll
       for (int blk = 0; blk < 4; ++blk) {
-        const uint32_t wg = *reinterpret_cast<const uint32_t*>(ws + ((0 * 8 + g) * 4 + (blk ^ slot)) * 16 + 4 * t);
-        const uint32_t w8 = *reinterpret_cast<const uint32_t*>(ws + ((1 * 8 + g) * 4 + (blk ^ slot)) * 16 + 4 * t);
+        const uint32_t wg = *reinterpret_cast<const uint32_t*>(ws + piece(0, blk) + 4 * t);
+        const uint32_t w8 = *reinterpret_cast<const uint32_t*>(ws + piece(1, blk) + 4 * t);
         uint32_t pg[4], p8[4];
         f4_pairs_f16x2(wg, pg);
         f4_pairs_f16x2(w8, p8);
