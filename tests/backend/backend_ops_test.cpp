@@ -326,6 +326,61 @@ TEST_P(BackendOps, LinearManyRowsWideRangeActivations) {
   }
 }
 
+// FP8 whose values times scales are exact in f16 (E8M0 scales 2^-9 .. 2^-2, or none), 9 to 255
+// rows: CUDA's default mode takes these on f16 operands with each x row scaled by its own power of
+// two. Rows from 2^-60 to 2^60 (each checked against its own range), octaves -20 .. 13 inside a
+// row, a row of zeros, a row with one huge element, grouped weights (each group's own power) and
+// an FP8 NaN code (NaN in its output column only).
+TEST_P(BackendOps, LinearFp8RowsOfEveryMagnitude) {
+  struct Case {
+    Scales scales;
+    int64_t rows, cols, groups, T;
+  };
+  const Case cases[] = {{Scales::E8M0Blocks, 256, 640, 1, 40},
+                        {Scales::None, 96, 384, 1, 9},
+                        {Scales::E8M0Blocks, 4 * 64, 256, 4, 200}};
+  for (const Case& k : cases) {
+    StoredWeight w = make_weight(rng, DType::F8_E4M3, k.rows, k.cols, k.scales, k.groups > 1 ? 64 : 128);
+    const int64_t nan_row = 5;
+    w.data[static_cast<size_t>(nan_row * k.cols + 7)] = std::byte{0x7f};
+    w.values[static_cast<size_t>(nan_row * k.cols + 7)] = 0.0;  // the column is checked for NaN instead
+    const StoredWeight& kw = keep(std::move(w));
+    const int64_t R = k.rows / k.groups, X = k.groups * k.cols, T = k.T;
+    auto x = randoms(static_cast<size_t>(T * X));
+    std::uniform_int_distribution<int> octave(-20, 13), row_octave(-60, 60);
+    for (int64_t t = 0; t < T; ++t) {
+      const int ro = row_octave(rng);
+      for (int64_t c = 0; c < X; ++c) {
+        float& v = x[static_cast<size_t>(t * X + c)];
+        v = t == 1 ? 0.0f : std::ldexp(v, octave(rng) + ro);
+      }
+    }
+    x[static_cast<size_t>(2 * X + 3)] = 1e30f;  // row 2: one element far above the rest
+    const auto dx = on_device(x);
+    auto y = nan_output(static_cast<size_t>(T * k.rows));
+    if (k.groups == 1)
+      be->linear(kw.w, dx.view({T, X}), y.view({T, k.rows}));
+    else
+      be->grouped_linear(kw.w, k.groups, dx.view({T, X}), y.view({T, k.rows}));
+    const auto got = y.download();
+    const std::string label = "FP8 " + std::to_string(k.rows) + "x" + std::to_string(k.cols) + " groups " +
+                              std::to_string(k.groups) + " T=" + std::to_string(T);
+    for (int64_t t = 0; t < T; ++t) {
+      std::vector<double> want(static_cast<size_t>(k.rows));
+      std::vector<float> row(got.begin() + t * k.rows, got.begin() + (t + 1) * k.rows);
+      for (int64_t r = 0; r < k.rows; ++r) {
+        double s = 0;
+        for (int64_t c = 0; c < k.cols; ++c) s += kw.at(r, c) * x[static_cast<size_t>(t * X + (r / R) * k.cols + c)];
+        want[static_cast<size_t>(r)] = s;
+      }
+      EXPECT_TRUE(std::isnan(row[nan_row])) << label << " row " << t << ": FP8 NaN code gave " << row[nan_row];
+      row[nan_row] = 0.0f;
+      want[nan_row] = 0.0;
+      EXPECT_CLOSE(row, want, label + " row " + std::to_string(t));
+    }
+  }
+}
+
 TEST_P(BackendOps, GroupedLinearManyRows) {
   const int64_t G = 8, R = 64, C = 128, T = 100;
   for (DType dtype : {DType::BF16, DType::F8_E4M3, DType::F4_E2M1}) {

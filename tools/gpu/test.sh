@@ -36,6 +36,11 @@ run model_parity_cuda env DEEPINFER_DEVICE=cuda .gpu/test_model
 run backend_ops_tc_pinned env DEEPINFER_TC_GEMM=1 .gpu/test_backend \
   --gtest_filter='*BackendOps*Linear*:*BackendOps*Moe*:*BackendOps*Grouped*:*BackendOps*Quantised*:*BackendOpsInvariant*'
 run model_batched_tc_pinned env DEEPINFER_TC_GEMM=1 DEEPINFER_DEVICE=cuda .gpu/test_model --gtest_filter='Batched*'
+# FP8 on the tensor-core GEMM's bf16 operands in the default mode too (DEEPINFER_TC_FP8_F16=0; by
+# default FP8 exact in f16 takes f16 operands from 9 rows on, tc_gemm.cu's kF8H).
+run backend_ops_fp8_bf16 env DEEPINFER_TC_FP8_F16=0 .gpu/test_backend \
+  --gtest_filter='*BackendOps*Linear*:*BackendOps*Moe*:*BackendOps*Grouped*'
+run model_parity_fp8_bf16 env DEEPINFER_TC_FP8_F16=0 DEEPINFER_DEVICE=cuda .gpu/test_model
 # The FP8 decode GEMV on the tensor cores (decode_gemv_tc.cu) at every 1-2 row call it fits, not
 # only the large ones the default mode gives it: the op tests' small shapes and the model parity.
 run backend_ops_decode_gemv env DEEPINFER_DECODE_GEMV=1 .gpu/test_backend \

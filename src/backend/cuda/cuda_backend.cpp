@@ -1,4 +1,5 @@
 // The CUDA backend's plumbing: device memory, host copies, weight mirrors, per-op staging.
+#include <algorithm>
 #include <cstring>
 
 #include "backend/cuda/cuda_backend.h"
@@ -69,6 +70,21 @@ void CudaBackend::copy_to_host(void* host_dst, const void* src, size_t bytes) {
 
 void CudaBackend::synchronize() { DEEPINFER_CUDA_CHECK(cudaDeviceSynchronize()); }
 
+namespace {
+
+// Whether every FP8 value times its scale is exact in f16: E4M3's values are 2^-9 (granularity) ..
+// 448, f16's 2^-24 .. 65504, so scales 2^-15 .. 2^7 (or none) keep them all (DevMatrix).
+bool fp8_exact_in_f16(const WeightMatrix& w) {
+  if (w.dtype != DType::F8_E4M3) return false;
+  if (!w.scale) return true;
+  if (w.scale_dtype != DType::F8_E8M0) return false;
+  const int64_t scale_rows = (w.rows + w.block_rows - 1) / w.block_rows;
+  const auto* codes = reinterpret_cast<const uint8_t*>(w.scale);
+  return std::all_of(codes, codes + scale_rows * w.scale_cols, [](uint8_t c) { return c >= 127 - 15 && c <= 127 + 7; });
+}
+
+}  // namespace
+
 const DeviceWeight& CudaBackend::weight(const WeightMatrix& w) {
   DEEPINFER_CHECK(w.valid(), "CUDA backend: weight has no data");
   const auto key = w.identity();
@@ -95,6 +111,7 @@ const DeviceWeight& CudaBackend::weight(const WeightMatrix& w) {
     copy_to_backend(owned.back().data(), w.scale, scale_bytes);
     d.scale = owned.back().data();
   }
+  d.fp8_exact_in_f16 = fp8_exact_in_f16(w);
   auto [it, inserted] = weights_.emplace(key, std::make_pair(d, std::move(owned)));
   return it->second.first;
 }

@@ -46,6 +46,7 @@ struct DeviceWeight {
   WeightMatrix host;  // rows, cols, dtype, block sizes (its pointers are host pointers)
   const std::byte* data = nullptr;
   const std::byte* scale = nullptr;
+  bool fp8_exact_in_f16 = false;  // DevMatrix::fp8_exact_in_f16
   DevMatrix dev() const {
     return {.dtype = static_cast<int>(host.dtype),
             .scale_dtype = static_cast<int>(host.scale_dtype),
@@ -55,7 +56,9 @@ struct DeviceWeight {
             .scale = reinterpret_cast<const uint8_t*>(scale),
             .scale_cols = host.scale_cols,
             .block_rows = host.block_rows,
-            .block_cols = host.block_cols};
+            .block_cols = host.block_cols,
+            .fp8_exact_in_f16 = fp8_exact_in_f16 ? 1 : 0,
+            .unused = 0};
   }
 };
 

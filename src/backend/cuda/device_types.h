@@ -22,6 +22,10 @@ struct DevMatrix {
   const uint8_t* data;
   const uint8_t* scale;
   int64_t scale_cols, block_rows, block_cols;
+  // FP8 whose every value times its scale is exact in f16 (no scale, or E8M0 scales 2^-15 .. 2^7):
+  // the tensor-core GEMM may take it as f16 (tc_gemm.cu, kF8H). Set at upload from the scales.
+  int32_t fp8_exact_in_f16;
+  int32_t unused;  // (no padding: see above)
 };
 
 // One sequence of the step, on the device; its block table is blocks[block_offset ...].

@@ -165,6 +165,8 @@ int64_t tc_attention_min_tokens();
 // (gemm_format's element-wise ones). F32, F16 and FP8 with F32 scales add a third MMA per step for
 // the weight's low bf16 part, so every vector format is on the tensor cores and an F32 copy of
 // quantised values (exact in bf16) gives the quantised weight's sums.
+// FP8 exact in f16 (DevMatrix::fp8_exact_in_f16) takes f16 operands in the default mode
+// (DEEPINFER_TC_FP8_F16=0: bf16 as under a pinned DEEPINFER_TC_GEMM; tc_gemm.cu).
 int tc_format(const DevMatrix& w);
 // The format one tensor-core launch takes for matrices of formats a and b (-1: none).
 int tc_common_format(int a, int b);
@@ -172,7 +174,8 @@ int tc_common_format(int a, int b);
 // copy; otherwise the launchers below split x into xc first.
 bool tc_reads_x(int64_t rows, const float* x);
 // The activations [rows, groups * C] (C a multiple of 4) as the tensor-core GEMM reads them: bf16 hi,
-// mid and lo parts (summing to x exactly), 24 bytes per 4 columns in two planes, each group's
+// mid and lo parts (summing to x exactly; FP8 on f16 operands: f16 hi and lo parts of x 2^-e and
+// each row's e), 24 bytes per 4 columns in two planes, each group's
 // columns padded to a multiple of 128 and permuted within each 128 (tc_split_bytes(rows, groups, C)
 // bytes at `out`, 16-byte aligned).
 size_t tc_split_bytes(int64_t rows, int64_t groups, int64_t C);

@@ -12,6 +12,10 @@
 //  - B: the activations, float32 split once per call into bf16 hi + mid + lo parts (their sum is x
 //    exactly; launch_tc_split_x), 24 bytes per 4 columns. Each MMA step is three MMAs (hi, mid, lo).
 //    (A 2-term split, 2^-17, missed the op suite's 1e-4 where gate sums cancel under a small clamp.)
+//    Default mode, FP8 whose values times scales are exact in f16 (kF8H, most checkpoints): f16
+//    operands instead, x 2^-e (a power of two per row) as f16 hi + lo (22 bits, as the fixtures
+//    need: docs/perf.md session 24), 16 bytes per 4 columns, so each MMA step is two MMAs; the
+//    epilogue multiplies by 2^e. Calls that read x themselves (<= 8 rows) stay on bf16 parts.
 //  - MMA step J (0..7) of a slab takes columns 32 t + 4 J .. + 3 from lane t (A and B agree on it),
 //    so every fragment is a plain register of a 16-byte load, no shared memory, and the MMA
 //    sequence (which columns each MMA sums, in which order) is the same for every weight format:
@@ -74,6 +78,8 @@ __global__ void __launch_bounds__(kThreads, NT * RG >= 8 ? 1 : 2)
   j.xc = kRaw ? nullptr : xc + gi * split_row_records(C);
   j.xlo = kRaw ? nullptr : reinterpret_cast<const uint2*>(xc + tokens * groups * split_row_records(C)) + gi * split_row_records(C);
   j.ldxc = groups * split_row_records(C);
+  j.xexp = f16_operands(F) ? reinterpret_cast<const int32_t*>(xc + tokens * groups * split_row_records(C)) + gi : nullptr;
+  j.ldxe = groups;
   j.x = kRaw ? x + gi * C : nullptr;
   j.ldx = groups * C;
   j.row_src = nullptr;
@@ -127,6 +133,8 @@ __global__ void __launch_bounds__(kThreads, NT * RG >= 8 ? 1 : 2)
   j.xc = xc;
   j.xlo = xc ? reinterpret_cast<const uint2*>(xc + x_rows * split_row_records(K)) : nullptr;
   j.ldxc = split_row_records(K);
+  j.xexp = f16_operands(F) ? reinterpret_cast<const int32_t*>(xc + x_rows * split_row_records(K)) : nullptr;
+  j.ldxe = 1;
   j.x = x;
   j.ldx = K;
   j.row_src = row_src;
@@ -165,6 +173,38 @@ __global__ void split_x_kernel(const float* x, int64_t rows, int64_t groups, int
   const int64_t o = (r * groups + g) * per + split_index(c);
   out[o] = sp.hm;
   reinterpret_cast<uint2*>(out + rows * groups * per)[o] = sp.lo;  // the lo plane follows
+}
+
+// kF8H's split: per row and group, the records {hi(x0, x1), hi(x2, x3), lo(x0, x1), lo(x2, x3)} of
+// x 2^-e as f16 (mma::split2_f16) in split_index order (zeros past C), e from the row's largest
+// magnitude (mma::f16_block_exponent: 2^14 <= m 2^-e < 2^15), then, where the lo plane would be,
+// the exponents [rows][groups]. One block of kSplitThreads per (row, group).
+constexpr int kSplitThreads = 128;
+__global__ void split_x_f16_kernel(const float* x, int64_t rows, int64_t groups, int64_t C, uint4* out) {
+  wait_for_previous_kernel();
+  __shared__ float warp_max[kSplitThreads / 32];
+  const int64_t rg = blockIdx.x, per = split_row_records(C);
+  const float* xr = x + rg * C;  // row r, group g: (r groups + g) C
+  const int tid = static_cast<int>(threadIdx.x);
+  float m = 0.0f;  // (fmaxf drops NaN: a NaN element reaches the output through its own parts)
+  for (int64_t c = tid; c < C; c += kSplitThreads) m = fmaxf(m, fabsf(xr[c]));
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+  if ((tid & 31) == 0) warp_max[tid >> 5] = m;
+  __syncthreads();
+#pragma unroll
+  for (int w = 0; w < kSplitThreads / 32; ++w) m = fmaxf(m, warp_max[w]);
+  const int e = mma::f16_block_exponent(m);
+  const float down = mma::pow2f(-e);
+  for (int64_t c4 = tid; c4 < per; c4 += kSplitThreads) {
+    const int64_t c = 4 * c4;
+    __half hi[4], lo[4];
+#pragma unroll
+    for (int k = 0; k < 4; ++k) mma::split2_f16(c + k < C ? xr[c + k] * down : 0.0f, hi[k], lo[k]);
+    out[rg * per + split_index(c)] =
+        make_uint4(mma::pack_f16(hi[0], hi[1]), mma::pack_f16(hi[2], hi[3]), mma::pack_f16(lo[0], lo[1]), mma::pack_f16(lo[2], lo[3]));
+  }
+  if (tid == 0) reinterpret_cast<int32_t*>(out + rows * groups * per)[rg] = e;
 }
 
 // y[i] = part[0][i] + part[1][i] + ... in ascending slice order: the sums of the split schedule's
@@ -254,9 +294,17 @@ int64_t tc_attention_min_tokens() {
   return n;
 }
 
+// kF8H in the default mode (tc_policy() Auto: no call compares rows' bits across batches);
+// DEEPINFER_TC_FP8_F16=0 keeps FP8 on bf16 operands (kF8), for measurements.
+bool tc_fp8_f16_wanted() {
+  static const bool on = tc_policy() == TcPolicy::Auto && policy_from_env("DEEPINFER_TC_FP8_F16") != TcPolicy::Never;
+  return on;
+}
+
 int tc_format(const DevMatrix& w) {
   const int f = gemm_format(w);
   if (f == tc::kF8 && w.scale && w.scale_dtype != 4) return tc::kF8F;
+  if (f == tc::kF8 && w.fp8_exact_in_f16 && tc_fp8_f16_wanted()) return tc::kF8H;
   return f == kGemmGenericFormat ? -1 : f;
 }
 
@@ -269,7 +317,9 @@ int tc_common_format(int a, int b) {
   if (a == b) return a;
   // FP8 with E8M0 and with F32 scales: the F32-scale kernel takes both (each matrix's own scales;
   // the low parts of E8M0 values are zero and add no MMA).
-  if ((a == tc::kF8 || a == tc::kF8F) && (b == tc::kF8 || b == tc::kF8F)) return tc::kF8F;
+  // FP8 exact in f16 and FP8 that is not: the bf16 kernel (it takes every E8M0-scaled FP8).
+  auto fp8 = [](int f) { return f == tc::kF8 || f == tc::kF8F || f == tc::kF8H; };
+  if (fp8(a) && fp8(b)) return a == tc::kF8F || b == tc::kF8F ? tc::kF8F : tc::kF8;
   return -1;
 }
 
@@ -281,6 +331,20 @@ void launch_tc_split_x(const float* x, int64_t rows, int64_t groups, int64_t C, 
 
 bool tc_reads_x(int64_t rows, const float* x) { return rows <= 8 && reinterpret_cast<uintptr_t>(x) % 16 == 0; }
 
+namespace {
+
+// x split as the format's kernels read it (kF8H: f16 parts and row exponents; else bf16 parts).
+void split_x_for(int fmt, const float* x, int64_t rows, int64_t groups, int64_t C, void* out) {
+  if (fmt != tc::kF8H) {
+    launch_tc_split_x(x, rows, groups, C, out);
+  } else if (rows * groups > 0) {
+    launch(tc::split_x_f16_kernel, dim3(static_cast<unsigned>(rows * groups)), tc::kSplitThreads, 0, x, rows, groups, C,
+           static_cast<uint4*>(out));
+  }
+}
+
+}  // namespace
+
 #define DEEPINFER_TC_FORMATS(M) \
   switch (fmt) {                \
     case tc::kF32: M(tc::kF32) break;   \
@@ -288,6 +352,7 @@ bool tc_reads_x(int64_t rows, const float* x) { return rows <= 8 && reinterpret_
     case tc::kBF16: M(tc::kBF16) break; \
     case tc::kF8: M(tc::kF8) break;     \
     case tc::kF8F: M(tc::kF8F) break;   \
+    case tc::kF8H: M(tc::kF8H) break;   \
     default: M(tc::kF4) break;          \
   }
 
@@ -357,6 +422,7 @@ void launch_linear_tc(int fmt, const DevMatrix& w, int64_t groups, const float* 
   const bool raw = tc_reads_x(tokens, x);
   const Schedule p = plan_linear(R, w.cols, groups, tokens, raw);
   if (p.grid_split && !part) return;  // (tc_slice_bytes gave the caller its size)
+  if (raw) fmt = tc::raw_format(fmt);
   const int ks = p.ks, nt = p.nt, rg = p.rg;
   const int64_t nb = p.nb;
   const bool seq = p.seq, grid_kernel = p.grid_kernel;
@@ -364,7 +430,7 @@ void launch_linear_tc(int fmt, const DevMatrix& w, int64_t groups, const float* 
   const dim3 grid(static_cast<unsigned>(p.row_tiles * nb), static_cast<unsigned>(p.grid_split ? ks : 1),
                   static_cast<unsigned>(groups));
   if (!raw) {
-    launch_tc_split_x(x, tokens, groups, w.cols, xc);
+    split_x_for(fmt, x, tokens, groups, w.cols, xc);
     if (cudaPeekAtLastError() != cudaSuccess) return;  // the caller's check reports it
   }
   const auto* x4 = static_cast<const uint4*>(xc);
@@ -377,7 +443,7 @@ void launch_linear_tc(int fmt, const DevMatrix& w, int64_t groups, const float* 
   }
 #define DEEPINFER_TC_LINEAR(F)                        \
   if (raw) {                                          \
-    DEEPINFER_TC_LINEAR_K(F, 1, 1, true, false)       \
+    DEEPINFER_TC_LINEAR_K(tc::raw_format(F), 1, 1, true, false) \
   } else if (nt == 4 && grid_kernel) {                \
     DEEPINFER_TC_LINEAR_K(F, 4, 1, false, true)       \
   } else if (nt == 4) {                               \
@@ -442,13 +508,14 @@ void launch_moe_gemm_tc(bool swiglu, int fmt, const DevMatrix* wa, const DevMatr
   const bool raw = tc_reads_x(tile_rows, x);
   const Schedule p = plan_moe(swiglu, tiles == nullptr, n_out, K, tile_rows, grid_tiles, raw, routed);
   if (p.grid_split && !part) return;  // (tc_identity_slice_bytes gave the caller its size)
+  if (raw) fmt = tc::raw_format(fmt);
   const int ks = p.ks, nt = p.nt, rg = p.rg;
   const bool seq = p.seq, grid_kernel = p.grid_kernel;
   float* slices = p.grid_split ? part : nullptr;
   const dim3 grid(static_cast<unsigned>(grid_tiles), static_cast<unsigned>(p.row_tiles),
                   static_cast<unsigned>(p.grid_split ? ks : 1));
   if (!raw) {
-    launch_tc_split_x(x, x_rows, 1, K, xc);
+    split_x_for(fmt, x, x_rows, 1, K, xc);
     if (cudaPeekAtLastError() != cudaSuccess) return;
   }
   const auto* x4 = static_cast<const uint4*>(xc);
@@ -461,7 +528,7 @@ void launch_moe_gemm_tc(bool swiglu, int fmt, const DevMatrix* wa, const DevMatr
   }
 #define DEEPINFER_TC_MOE_S(F, S)                       \
   if (raw) {                                           \
-    DEEPINFER_TC_MOE_K(F, S, 1, 1, true, false)        \
+    DEEPINFER_TC_MOE_K(tc::raw_format(F), S, 1, 1, true, false) \
   } else if (nt == 4 && grid_kernel) {                 \
     DEEPINFER_TC_MOE_K(F, S, 4, 1, false, true)        \
   } else if (nt == 4) {                                \

@@ -9,6 +9,7 @@
 
 #include "backend/cuda/device_math.cuh"
 #include "backend/cuda/gemm_kernels.h"
+#include "backend/cuda/mma_async.cuh"    // the f16 MMA and x split of kF8H
 #include "backend/cuda/skinny_gemm.cuh"  // decode4: the exact FP8 / FP4 widening
 
 namespace deepinfer::cuda {
@@ -23,18 +24,27 @@ using skinny::kF32;
 using skinny::kF4;
 using skinny::kF8;
 constexpr int kF8F = 7;  // FP8 with F32 block scales (values not exact in bf16)
+// FP8 whose values times their scales are exact in f16 (DevMatrix::fp8_exact_in_f16), in the
+// default mode only: f16 operands, x in two f16 parts (hi + lo, 22 bits) of x 2^-e with e a power
+// of two per row (launch_tc_split_x_f16), so each MMA step is 2 MMAs instead of 3 (at 128 decode
+// tokens these GEMMs are bound by their MMAs, docs/perf.md session 26). Not bit-identical to kF8.
+constexpr int kF8H = 8;
 constexpr int kWarps = 8, kThreads = 32 * kWarps;
 constexpr int64_t kSlabK = 128;  // columns of one slab: 32 per lane t of a row
 constexpr int kTargetCtas = 264;  // split K until a shape gives about 2 CTAs per SM (132 SMs)
 constexpr int kSeqMinCtas = 132;  // the seq schedule only when it fills the SMs
 
 __host__ __device__ constexpr int chunk_elems(int f) {
-  return f == kF32 ? 4 : f == kF16 || f == kBF16 ? 8 : f == kF8 || f == kF8F ? 16 : 32;
+  return f == kF32 ? 4 : f == kF16 || f == kBF16 ? 8 : f == kF8 || f == kF8F || f == kF8H ? 16 : 32;
 }
 // Formats whose widened values need a low bf16 part too (a third MMA per step: W_lo x_hi).
 __host__ __device__ constexpr bool has_lo(int f) { return f == kF32 || f == kF16 || f == kF8F; }
 // The stored format the decoder reads.
-__host__ __device__ constexpr int stored(int f) { return f == kF8F ? kF8 : f; }
+__host__ __device__ constexpr int stored(int f) { return f == kF8F || f == kF8H ? kF8 : f; }
+// Formats on f16 operands (x as hi + lo, no lo plane in the split x).
+__host__ __device__ constexpr bool f16_operands(int f) { return f == kF8H; }
+// The format a call that reads x itself (kRaw: bf16 parts split in registers) takes instead.
+__host__ __device__ constexpr int raw_format(int f) { return f == kF8H ? kF8 : f; }
 
 struct Job {
   DevMatrix wa, wb;  // wb: the up projection under SwiGLU
@@ -42,6 +52,8 @@ struct Job {
   int64_t o0, n_out, K;
   const uint4* xc;   // split x of the group's first column (hi / mid records, one per 4 columns)
   const uint2* xlo;  // its lo records (same numbering)
+  const int32_t* xexp;  // kF8H: the exponent e of each x row (x 2^-e was split), at xexp[x row * ldxe]
+  int64_t ldxe;
   int64_t ldxc;      // row pitch in records
   const float* x;   // or (kRaw) x itself, split in registers: the same bits
   int64_t ldx;
@@ -75,6 +87,11 @@ __device__ __forceinline__ void frag(const uint4& raw, int j, float s, float S, 
   if constexpr (F == kBF16) {
     p01 = skinny::word_of(raw, 2 * j);
     p23 = skinny::word_of(raw, 2 * j + 1);
+  } else if constexpr (f16_operands(F)) {
+    float v[4];  // value x scale, exact in f16 (DevMatrix::fp8_exact_in_f16)
+    skinny::decode4<stored(F), kExact>(raw, j, s, S, v);
+    p01 = ::deepinfer::cuda::mma::pack_f16(__float2half_rn(v[0]), __float2half_rn(v[1]));
+    p23 = ::deepinfer::cuda::mma::pack_f16(__float2half_rn(v[2]), __float2half_rn(v[3]));
   } else {
     float v[4];
     skinny::decode4<stored(F), kExact>(raw, j, s, S, v);
@@ -122,7 +139,7 @@ __device__ __forceinline__ Split split4(const float4 v) {
 constexpr int kStages = 3;
 __host__ __device__ constexpr int stage_stride(int ch) { return ch >= 8 ? ch + 4 : 4; }
 __host__ __device__ constexpr size_t stage_bytes(int f, int rows) {
-  return static_cast<size_t>(rows) * stage_stride(chunk_elems(f)) * (sizeof(uint4) + sizeof(uint2));
+  return static_cast<size_t>(rows) * stage_stride(chunk_elems(f)) * (sizeof(uint4) + (f16_operands(f) ? 0 : sizeof(uint2)));
 }
 // Whether a kernel stages x by default: the 64-token seq schedule with two row groups a warp.
 __host__ __device__ constexpr bool stages_by_default(int NT, int RG, bool kRaw) { return RG == 2 && NT == 8 && !kRaw; }
@@ -140,8 +157,8 @@ __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commi
 __device__ __forceinline__ void cp_async_wait_stages() { asm volatile("cp.async.wait_group %0;\n" ::"n"(kStages - 2)); }
 
 // Piece i's records (CH of them from record `first` of each row) into stage buffer `stage`, by the
-// whole CTA; row_off: each of the ROWS rows' first record.
-template <int CH, int ROWS>
+// whole CTA; row_off: each of the ROWS rows' first record. kLo: the lo records too.
+template <int CH, int ROWS, bool kLo>
 __device__ __forceinline__ void fill_stage(uint4* stage, const uint4* xc, const uint2* xlo, const uint32_t* row_off,
                                            int64_t first) {
   constexpr int S = stage_stride(CH);
@@ -150,7 +167,7 @@ __device__ __forceinline__ void fill_stage(uint4* stage, const uint4* xc, const 
     const int row = i / CH, l = i % CH;
     const int64_t src = row_off[row] + first + l;
     cp_async(stage + row * S + l, xc + src, 16);
-    cp_async(lo + row * S + l, xlo + src, 8);
+    if constexpr (kLo) cp_async(lo + row * S + l, xlo + src, 8);
   }
 }
 
@@ -195,22 +212,28 @@ __device__ __forceinline__ void slab_mma(const uint4 (&ra)[RG], const uint4 (&rb
         const int lane = static_cast<int>(threadIdx.x) & 31;
         const int at = (n * 8 + (lane >> 2)) * stage_stride(CH) + 4 * j + (lane & 3);
         xv.hm = stage_hm[at];
-        xv.lo = stage_lo[at];
+        if constexpr (!f16_operands(F)) xv.lo = stage_lo[at];
       } else if (valid) {
         if constexpr (kRaw) {
+          static_assert(!f16_operands(F), "kRaw splits x into bf16 parts");
           xv = split4(__ldg(reinterpret_cast<const float4*>(static_cast<const float*>(xp) + xoff[n] + xi) + j));
         } else {
           xv.hm = __ldg(static_cast<const uint4*>(xp) + xoff[n] + xr + 4 * j);
-          xv.lo = __ldg(xlo + xoff[n] + xr + 4 * j);
+          if constexpr (!f16_operands(F)) xv.lo = __ldg(xlo + xoff[n] + xr + 4 * j);
         }
       }
 #pragma unroll
       for (int r = 0; r < RG; ++r) {
-        mma(cur[r][n], a[r][0], a[r][1], a[r][2], a[r][3], xv.hm.x, xv.hm.y);
-        mma(cur[r][n], a[r][0], a[r][1], a[r][2], a[r][3], xv.hm.z, xv.hm.w);
-        mma(cur[r][n], a[r][0], a[r][1], a[r][2], a[r][3], xv.lo.x, xv.lo.y);
-        if constexpr (has_lo(F))
-          if (has_l[r]) mma(cur[r][n], l[r][0], l[r][1], l[r][2], l[r][3], xv.hm.x, xv.hm.y);
+        if constexpr (f16_operands(F)) {  // hm: x's f16 hi, then lo
+          ::deepinfer::cuda::mma::mma_f16(cur[r][n], a[r][0], a[r][1], a[r][2], a[r][3], xv.hm.x, xv.hm.y);
+          ::deepinfer::cuda::mma::mma_f16(cur[r][n], a[r][0], a[r][1], a[r][2], a[r][3], xv.hm.z, xv.hm.w);
+        } else {
+          mma(cur[r][n], a[r][0], a[r][1], a[r][2], a[r][3], xv.hm.x, xv.hm.y);
+          mma(cur[r][n], a[r][0], a[r][1], a[r][2], a[r][3], xv.hm.z, xv.hm.w);
+          mma(cur[r][n], a[r][0], a[r][1], a[r][2], a[r][3], xv.lo.x, xv.lo.y);
+          if constexpr (has_lo(F))
+            if (has_l[r]) mma(cur[r][n], l[r][0], l[r][1], l[r][2], l[r][3], xv.hm.x, xv.hm.y);
+        }
       }
     }
   }
@@ -327,7 +350,7 @@ __device__ __forceinline__ void tile(const Job& j, float* red, uint4* x_stage) {
     for (int st = 0; st < kStages - 1; ++st) {
       const int64_t pc = first + st;
       if (pc < npieces)
-        fill_stage<CH, kRows>(x_stage + (pc % kStages) * SS, j.xc, j.xlo, row_off, (pc / P) * 32 + (pc % P) * CH);
+        fill_stage<CH, kRows, !f16_operands(F)>(x_stage + (pc % kStages) * SS, j.xc, j.xlo, row_off, (pc / P) * 32 + (pc % P) * CH);
       cp_async_commit();
     }
   }
@@ -396,7 +419,7 @@ __device__ __forceinline__ void tile(const Job& j, float* red, uint4* x_stage) {
             __syncthreads();
             const int64_t next = cs + kStages - 1;
             if (next < npieces)
-              fill_stage<CH, kRows>(x_stage + (next % kStages) * SS, j.xc, j.xlo, row_off, (next / P) * 32 + (next % P) * CH);
+              fill_stage<CH, kRows, !f16_operands(F)>(x_stage + (next % kStages) * SS, j.xc, j.xlo, row_off, (next / P) * 32 + (next % P) * CH);
             cp_async_commit();
             const uint4* hm = x_stage + (cs % kStages) * SS;
             slab_mma<F, NT, RG, kRaw, true>(ra, rb, sa, Sa, sb, Sb, exact, nullptr, nullptr, xoff, k0, 0, valid, cur, hm,
@@ -441,17 +464,23 @@ __device__ __forceinline__ void tile(const Job& j, float* red, uint4* x_stage) {
       for (int c = 0; c < 2; ++c) {
         const int64_t row = j.rb + n * 8 + 2 * t + c;
         if (row >= j.re) continue;
+        float va = tot[r][n][c], vb = tot[r][n][c + 2];
+        if constexpr (f16_operands(F)) {  // the sums were of x 2^-e (exact scaling, as a slice partial's)
+          const float xs = ::deepinfer::cuda::mma::pow2f(j.xexp[(j.row_src ? j.row_src[row] : row) * j.ldxe]);
+          va *= xs;
+          vb *= xs;
+        }
         if constexpr (kSwiglu) {
           if (out_a[r] >= j.n_out) continue;
           if (one_slice) {  // a slice's partial: gate and up sums, the SwiGLU after their sum
-            j.y[row * j.ldy + out_a[r]] = tot[r][n][c];
-            j.y[row * j.ldy + j.n_out + out_a[r]] = tot[r][n][c + 2];
+            j.y[row * j.ldy + out_a[r]] = va;
+            j.y[row * j.ldy + j.n_out + out_a[r]] = vb;
           } else {
-            j.y[row * j.ldy + out_a[r]] = skinny::swiglu_clamped(tot[r][n][c], tot[r][n][c + 2], j.limit);
+            j.y[row * j.ldy + out_a[r]] = skinny::swiglu_clamped(va, vb, j.limit);
           }
         } else {
-          if (out_a[r] < j.n_out) j.y[row * j.ldy + out_a[r]] = tot[r][n][c];
-          if (out_b[r] < j.n_out) j.y[row * j.ldy + out_b[r]] = tot[r][n][c + 2];
+          if (out_a[r] < j.n_out) j.y[row * j.ldy + out_a[r]] = va;
+          if (out_b[r] < j.n_out) j.y[row * j.ldy + out_b[r]] = vb;
         }
       }
 }
