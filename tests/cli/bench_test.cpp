@@ -55,6 +55,32 @@ TEST_F(BenchCommand, CpuRunReportsEveryRowWithItsFloor) {
   EXPECT_EQ(j["rows"][2]["kind"], "prefill");
 }
 
+// The batch-invariant mode is timed when asked for by flag or by DEEPINFER_BATCH_INVARIANT=1 (the
+// variable every other command reads, which the settings line echoes), and reported as such.
+TEST_F(BenchCommand, BatchInvariantModeByFlagOrEnvironment) {
+  const fs::path out = scratch_ / "bench.json";
+  auto run_mode = [&](bool flag, bool env) {
+    std::vector<std::string> args = {"bench", "--model", kFixture.string(), "--device", "cpu", "--batch", "1",
+                                     "--context", "16", "--prefill", "none", "--steps", "1", "--warmup", "0",
+                                     "--json", out.string()};
+    if (flag) args.push_back("--batch-invariant");
+    if (env) ::setenv("DEEPINFER_BATCH_INVARIANT", "1", 1);
+    const RunResult r = run(args);
+    if (env) ::unsetenv("DEEPINFER_BATCH_INVARIANT");
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return std::make_pair(r.out, json::parse(std::ifstream(out)));
+  };
+  for (const auto& [flag, env] : {std::pair{false, false}, std::pair{true, false}, std::pair{false, true}}) {
+    const auto [text, j] = run_mode(flag, env);
+    const bool invariant = flag || env;
+    EXPECT_EQ(j["batch_invariant"].get<bool>(), invariant) << "flag " << flag << " env " << env;
+    EXPECT_EQ(j["ties"].get<std::string>(), invariant ? "lower" : "reference");
+    EXPECT_NE(text.find(invariant ? "batch-invariant (deterministic) mode" : "default (not batch-invariant) mode"),
+              std::string::npos)
+        << text;
+  }
+}
+
 TEST_F(BenchCommand, BadListIsOneLineError) {
   const RunResult r = run({"bench", "--model", kFixture.string(), "--device", "cpu", "--batch", "1,0"});
   EXPECT_NE(r.exit_code, 0);

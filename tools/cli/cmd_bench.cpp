@@ -43,6 +43,7 @@ struct Args {
   uint64_t seed = 1;
   bool profile = false;
   bool enforce_eager = false;
+  bool batch_invariant = false;  // --batch-invariant, or DEEPINFER_BATCH_INVARIANT=1
 };
 
 std::vector<int64_t> parse_list(const std::string& text, const char* what) {
@@ -412,7 +413,10 @@ int run_bench(const Args& a) {
   const backend::DeviceCeilings ceil = backend::measure_ceilings(a.device);
   const io::ModelConfig config = io::load_model_config(a.model);
   const WeightCensus census = weight_census(io::Checkpoint::open(a.model));
-  model::LoadOptions options;
+  // DEEPINFER_BATCH_INVARIANT=1 as everywhere else (the settings line names it, so it must apply).
+  model::LoadOptions options = model::load_options_from_env();
+  const bool invariant = a.batch_invariant || options.batch_invariant;
+  options.batch_invariant = invariant;
   options.device = a.device;
   options.enforce_eager = a.enforce_eager;
   DEEPINFER_CHECK(a.attention_schedule == "auto" || a.attention_schedule == "split" || a.attention_schedule == "fused" ||
@@ -422,7 +426,7 @@ int run_bench(const Args& a) {
                                : a.attention_schedule == "fused"        ? backend::AttentionSchedule::Fused
                                : a.attention_schedule == "tensor-cores" ? backend::AttentionSchedule::TensorCores
                                                                         : backend::AttentionSchedule::Auto;
-  options.top_k_ties = a.ties == "lower" ? model::TopKTies::LowerIndex : model::TopKTies::Reference;
+  options.top_k_ties = a.ties == "lower" || invariant ? model::TopKTies::LowerIndex : model::TopKTies::Reference;
   auto t = Clock::now();
   auto m = model::load_model(a.model, options);
   const double load_s = seconds_since(t);
@@ -441,13 +445,14 @@ int run_bench(const Args& a) {
   fmt::print("ceilings  copy {} ({}); GEMM {} ({})\n", rate(ceil.copy_bytes_per_s), ceil.copy_how,
              ceil.gemm_flops_per_s > 0 ? fmt::format("{:.0f} TFLOP/s", ceil.gemm_flops_per_s / 1e12) : "-",
              ceil.gemm_how);
-  fmt::print("settings  {}\n", deepinfer_settings());
+  fmt::print("settings  {}; {}\n", deepinfer_settings(),
+             invariant ? "batch-invariant (deterministic) mode" : "default (not batch-invariant) mode");
   fmt::print("state     {} per element, blocks of {} positions ({}), slots of {}\n", dtype_name(m->state_layout().dtype),
              m->state_layout().block_tokens, human(static_cast<double>(m->state_layout().block_bytes())),
              human(static_cast<double>(m->state_layout().slot_bytes())));
   fmt::print("timing    decode: median of {} steps after {} warm-up, each sequence its own random token; prefill: "
              "median of {} runs after 1 warm-up; device synchronised around every timed region; top-k ties: {}\n",
-             a.steps, a.warmup, a.prefill_runs, a.ties);
+             a.steps, a.warmup, a.prefill_runs, invariant ? "lower (batch-invariant)" : a.ties);
 
   Bench bench(a, *m, ceil, census);
   // Warm-up: the first forward mirrors every weight onto the device; keep that out of the timings.
@@ -476,7 +481,8 @@ int run_bench(const Args& a) {
   bench.results["copy_how"] = ceil.copy_how;
   bench.results["gemm_how"] = ceil.gemm_how;
   bench.results["weights_bytes"] = census.total();
-  bench.results["ties"] = a.ties;
+  bench.results["ties"] = invariant ? "lower" : a.ties;
+  bench.results["batch_invariant"] = invariant;
   bench.results["rows"] = json::array();
   if (a.greedy > 0) bench.greedy();
   if (!batches.empty()) bench.decode(batches);
@@ -520,6 +526,9 @@ const CommandRegistration kRegistration{{
                      "128-key split, then a combine), fused (CUDA cores, one CTA per token and head; the same bits "
                      "as split) or tensor-cores (32 heads of a token per CTA; float32 precision, other low bits)")
           ->capture_default_str();
+      sub.add_flag("--batch-invariant", args->batch_invariant,
+                   "time the batch-invariant deterministic mode (every row's bits independent of the batch; also "
+                   "DEEPINFER_BATCH_INVARIANT=1)");
       sub.add_flag("--profile", args->profile,
                    "run one more decode step per batch size inside a profiler range (ncu --profile-from-start off)");
       return [args] { return run_bench(*args); };
