@@ -88,10 +88,15 @@ __device__ __forceinline__ void frag(const uint4& raw, int j, float s, float S, 
     p01 = skinny::word_of(raw, 2 * j);
     p23 = skinny::word_of(raw, 2 * j + 1);
   } else if constexpr (f16_operands(F)) {
-    float v[4];  // value x scale, exact in f16 (DevMatrix::fp8_exact_in_f16)
-    skinny::decode4<stored(F), kExact>(raw, j, s, S, v);
-    p01 = ::deepinfer::cuda::mma::pack_f16(__float2half_rn(v[0]), __float2half_rn(v[1]));
-    p23 = ::deepinfer::cuda::mma::pack_f16(__float2half_rn(v[2]), __float2half_rn(v[3]));
+    // e4m3 pairs to f16 pairs (exact, NaN codes to NaN) times the scale in f16: exact, as the
+    // products are f16 values (DevMatrix::fp8_exact_in_f16; f16 arithmetic keeps subnormals).
+    const uint32_t u = skinny::word_of(raw, j);
+    const __half2 sh = __float2half2_rn(s);
+    const __half2 v0 = __hmul2(__half2(__nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(u), __NV_E4M3)), sh);
+    const __half2 v1 =
+        __hmul2(__half2(__nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(u >> 16), __NV_E4M3)), sh);
+    p01 = *reinterpret_cast<const uint32_t*>(&v0);
+    p23 = *reinterpret_cast<const uint32_t*>(&v1);
   } else {
     float v[4];
     skinny::decode4<stored(F), kExact>(raw, j, s, S, v);
@@ -390,7 +395,12 @@ __device__ __forceinline__ void tile(const Job& j, float* red, uint4* x_stage) {
           for (int r = 0; r < RG; ++r) {
             sa[r] = sb[r] = Sa[r] = Sb[r] = 1.0f;
             bool ex = false;
-            if constexpr (stored(F) == kF8 || F == kF4) {
+            if constexpr (f16_operands(F)) {  // one decoding, exact for every code and scale it takes
+              if (valid) {
+                sa[r] = scale_of<F>(ma, srow_a[r], k0);
+                sb[r] = scale_of<F>(mb, srow_b[r], k0);
+              }
+            } else if constexpr (stored(F) == kF8 || F == kF4) {
               if (valid) {
                 sa[r] = scale_of<F>(ma, srow_a[r], k0);
                 sb[r] = scale_of<F>(mb, srow_b[r], k0);
@@ -401,7 +411,7 @@ __device__ __forceinline__ void tile(const Job& j, float* red, uint4* x_stage) {
               ex = (fabsf(Sa[r]) == INFINITY && fabsf(sa[r]) != INFINITY) ||
                    (fabsf(Sb[r]) == INFINITY && fabsf(sb[r]) != INFINITY);
             }
-            if constexpr (stored(F) == kF8) {
+            if constexpr (stored(F) == kF8 && !f16_operands(F)) {
               uint32_t nan = 0;  // any 0x7f / 0xff code (NaN in e4m3fn)
 #pragma unroll
               for (int i = 0; i < 4; ++i) {
@@ -410,7 +420,7 @@ __device__ __forceinline__ void tile(const Job& j, float* red, uint4* x_stage) {
               }
               ex |= nan != 0;
             }
-            exact[r] = __any_sync(0xffffffffu, ex);
+            exact[r] = !f16_operands(F) && __any_sync(0xffffffffu, ex);
           }
           if constexpr (kStaged) {
             // Piece cs has landed (and every warp is done with piece cs - 1, whose buffer takes
