@@ -234,12 +234,7 @@ TEST_P(BackendOps, LinearFp8DecodeWideRangeActivations) {
       auto x = randoms(static_cast<size_t>(T * X));
       std::uniform_int_distribution<int> octave(-20, 13);
       for (auto& v : x) v = std::ldexp(v, octave(rng));
-      const auto dx = on_device(x);
-      auto y = nan_output(static_cast<size_t>(T * rows));
-      if (groups == 1)
-        be->linear(kw.w, dx.view({T, X}), y.view({T, rows}));
-      else
-        be->grouped_linear(kw.w, groups, dx.view({T, X}), y.view({T, rows}));
+      auto got = run_linear(kw.w, groups, x, T);
       std::vector<double> want(static_cast<size_t>(T * rows));
       for (int64_t t = 0; t < T; ++t)
         for (int64_t r = 0; r < rows; ++r) {
@@ -247,7 +242,6 @@ TEST_P(BackendOps, LinearFp8DecodeWideRangeActivations) {
           for (int64_t c = 0; c < cols; ++c) s += kw.at(r, c) * x[static_cast<size_t>(t * X + (r / R) * cols + c)];
           want[static_cast<size_t>(t * rows + r)] = s;
         }
-      auto got = y.download();
       const std::string label = "FP8 " + std::to_string(rows) + "x" + std::to_string(cols) + " groups " +
                                 std::to_string(groups) + " scales " + std::to_string(static_cast<int>(sc)) + " T=" +
                                 std::to_string(T);
@@ -298,12 +292,7 @@ TEST_P(BackendOps, LinearManyRowsWideRangeActivations) {
     auto x = randoms(static_cast<size_t>(T * X));
     std::uniform_int_distribution<int> octave(-20, 13);
     for (auto& v : x) v = std::ldexp(v, octave(rng));
-    const auto dx = on_device(x);
-    auto y = nan_output(static_cast<size_t>(T * k.rows));
-    if (k.groups == 1)
-      be->linear(kw.w, dx.view({T, X}), y.view({T, k.rows}));
-    else
-      be->grouped_linear(kw.w, k.groups, dx.view({T, X}), y.view({T, k.rows}));
+    auto got = run_linear(kw.w, k.groups, x, T);
     std::vector<double> want(static_cast<size_t>(T * k.rows));
     for (int64_t t = 0; t < T; ++t)
       for (int64_t r = 0; r < k.rows; ++r) {
@@ -311,7 +300,6 @@ TEST_P(BackendOps, LinearManyRowsWideRangeActivations) {
         for (int64_t c = 0; c < k.cols; ++c) s += kw.at(r, c) * x[static_cast<size_t>(t * X + (r / R) * k.cols + c)];
         want[static_cast<size_t>(t * k.rows + r)] = s;
       }
-    auto got = y.download();
     const std::string label = std::string(dtype_name(k.dtype)) + " " + std::to_string(k.rows) + "x" +
                               std::to_string(k.cols) + " groups " + std::to_string(k.groups) + " scales " +
                               std::to_string(static_cast<int>(k.scales)) + " T=" + std::to_string(T);
@@ -356,13 +344,7 @@ TEST_P(BackendOps, LinearFp8RowsOfEveryMagnitude) {
       }
     }
     x[static_cast<size_t>(2 * X + 3)] = 1e30f;  // row 2: one element far above the rest
-    const auto dx = on_device(x);
-    auto y = nan_output(static_cast<size_t>(T * k.rows));
-    if (k.groups == 1)
-      be->linear(kw.w, dx.view({T, X}), y.view({T, k.rows}));
-    else
-      be->grouped_linear(kw.w, k.groups, dx.view({T, X}), y.view({T, k.rows}));
-    const auto got = y.download();
+    const auto got = run_linear(kw.w, k.groups, x, T);
     const std::string label = "FP8 " + std::to_string(k.rows) + "x" + std::to_string(k.cols) + " groups " +
                               std::to_string(k.groups) + " T=" + std::to_string(T);
     for (int64_t t = 0; t < T; ++t) {

@@ -180,6 +180,17 @@ class BackendOps : public testing::TestWithParam<BackendCase> {
   }
   // An output in the backend's memory, every element NaN until the op writes it.
   DeviceF32 nan_output(size_t n) { return DeviceF32::filled(*be, n, NAN); }
+  // y [T, w.rows] = linear (groups 1) or grouped_linear of x [T, groups * w.cols], downloaded.
+  std::vector<float> run_linear(const WeightMatrix& w, int64_t groups, const std::vector<float>& x, int64_t T) {
+    const auto dx = on_device(x);
+    auto y = nan_output(static_cast<size_t>(T * w.rows));
+    const int64_t X = groups * w.cols;
+    if (groups == 1)
+      be->linear(w, dx.view({T, X}), y.view({T, w.rows}));
+    else
+      be->grouped_linear(w, groups, dx.view({T, X}), y.view({T, w.rows}));
+    return y.download();
+  }
 
   // Weights (and mHC mixers) live, unchanged, as long as the backend: a backend may keep derived
   // forms of them keyed by their address (the CPU backend repacks each weight once). Tests make
