@@ -26,8 +26,9 @@ using skinny::kF8;
 constexpr int kF8F = 7;  // FP8 with F32 block scales (values not exact in bf16)
 // FP8 whose values times their scales are exact in f16 (DevMatrix::fp8_exact_in_f16), in the
 // default mode only: f16 operands, x in two f16 parts (hi + lo, 22 bits) of x 2^-e with e a power
-// of two per row (launch_tc_split_x_f16), so each MMA step is 2 MMAs instead of 3 (at 128 decode
-// tokens these GEMMs are bound by their MMAs, docs/perf.md session 26). Not bit-identical to kF8.
+// of two per row (tc_gemm.cu's split_x_f16_kernel): 2 MMAs a step instead of 3, and a weight
+// pair's decoding one conversion and one f16 multiply (the kernel is latency-bound on such chains:
+// docs/perf.md session 26). Not bit-identical to kF8.
 constexpr int kF8H = 8;
 constexpr int kWarps = 8, kThreads = 32 * kWarps;
 constexpr int64_t kSlabK = 128;  // columns of one slab: 32 per lane t of a row
