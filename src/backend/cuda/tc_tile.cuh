@@ -396,30 +396,31 @@ __device__ __forceinline__ void tile(const Job& j, float* red, uint4* x_stage) {
           for (int r = 0; r < RG; ++r) {
             sa[r] = sb[r] = Sa[r] = Sb[r] = 1.0f;
             bool ex = false;
-            if constexpr (f16_operands(F)) {  // one decoding, exact for every code and scale it takes
+            if constexpr (stored(F) == kF8 || F == kF4) {
               if (valid) {
                 sa[r] = scale_of<F>(ma, srow_a[r], k0);
                 sb[r] = scale_of<F>(mb, srow_b[r], k0);
               }
-            } else if constexpr (stored(F) == kF8 || F == kF4) {
-              if (valid) {
-                sa[r] = scale_of<F>(ma, srow_a[r], k0);
-                sb[r] = scale_of<F>(mb, srow_b[r], k0);
-              }
-              constexpr float kC = stored(F) == kF8 ? 0x1p120f : 0x1p126f;
-              Sa[r] = sa[r] * kC;
-              Sb[r] = sb[r] * kC;
-              ex = (fabsf(Sa[r]) == INFINITY && fabsf(sa[r]) != INFINITY) ||
-                   (fabsf(Sb[r]) == INFINITY && fabsf(sb[r]) != INFINITY);
             }
-            if constexpr (stored(F) == kF8 && !f16_operands(F)) {
-              uint32_t nan = 0;  // any 0x7f / 0xff code (NaN in e4m3fn)
-#pragma unroll
-              for (int i = 0; i < 4; ++i) {
-                nan |= __vcmpeq4(skinny::word_of(ra[r], i) & 0x7f7f7f7fu, 0x7f7f7f7fu);
-                nan |= __vcmpeq4(skinny::word_of(rb[r], i) & 0x7f7f7f7fu, 0x7f7f7f7fu);
+            // The reference decoding where a scale times the decoder's constant overflows or an FP8
+            // code is NaN (f16 operands have one decoding, exact for every code and scale they take).
+            if constexpr (!f16_operands(F)) {
+              if constexpr (stored(F) == kF8 || F == kF4) {
+                constexpr float kC = stored(F) == kF8 ? 0x1p120f : 0x1p126f;
+                Sa[r] = sa[r] * kC;
+                Sb[r] = sb[r] * kC;
+                ex = (fabsf(Sa[r]) == INFINITY && fabsf(sa[r]) != INFINITY) ||
+                     (fabsf(Sb[r]) == INFINITY && fabsf(sb[r]) != INFINITY);
               }
-              ex |= nan != 0;
+              if constexpr (stored(F) == kF8) {
+                uint32_t nan = 0;  // any 0x7f / 0xff code (NaN in e4m3fn)
+#pragma unroll
+                for (int i = 0; i < 4; ++i) {
+                  nan |= __vcmpeq4(skinny::word_of(ra[r], i) & 0x7f7f7f7fu, 0x7f7f7f7fu);
+                  nan |= __vcmpeq4(skinny::word_of(rb[r], i) & 0x7f7f7f7fu, 0x7f7f7f7fu);
+                }
+                ex |= nan != 0;
+              }
             }
             exact[r] = !f16_operands(F) && __any_sync(0xffffffffu, ex);
           }
