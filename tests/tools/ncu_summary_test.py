@@ -8,11 +8,11 @@ import tempfile
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "tools", "gpu"))
 import ncu_summary  # noqa: E402
 
-EXPORT = '''"ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream","dram__bytes_read.sum","dram__bytes_write.sum","gpu__time_duration.sum"
-"","","","","","","","Mbyte","Kbyte","usecond"
-"0","1","deepinfer","h","void deepinfer::cuda::(anonymous namespace)::moe_stream_kernel<5, true, 2>(const DevMatrix *)","1","7","50","0","47"
-"1","1","deepinfer","h","void deepinfer::cuda::(anonymous namespace)::rms_norm_kernel(float *)","1","7","0.5","500","5"
-"2","1","deepinfer","h","void deepinfer::cuda::(anonymous namespace)::moe_stream_kernel<5, true, 2>(const DevMatrix *)","1","7","50","0","53"
+EXPORT = '''"ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream","Grid Size","dram__bytes_read.sum","dram__bytes_write.sum","gpu__time_duration.sum"
+"","","","","","","","","Mbyte","Kbyte","usecond"
+"0","1","deepinfer","h","void deepinfer::cuda::(anonymous namespace)::moe_stream_kernel<5, true, 2>(const DevMatrix *)","1","7","(4, 1, 1)","50","0","47"
+"1","1","deepinfer","h","void deepinfer::cuda::(anonymous namespace)::rms_norm_kernel(float *)","1","7","(1, 1, 1)","0.5","500","5"
+"2","1","deepinfer","h","void deepinfer::cuda::(anonymous namespace)::moe_stream_kernel<5, true, 2>(const DevMatrix *)","1","7","(8, 1, 1)","50","0","53"
 '''
 
 
@@ -36,6 +36,17 @@ def main():
     norm = next(l for l in lines if "rms_norm_kernel" in l)
     cells = [c.strip() for c in norm.strip("|").split("|")]
     assert cells[2:] == ["0.005", "1", "1.0", "0.20", "20.0"], cells  # 1 MB in 5 us; floor 0.25 us
+    # --by-grid: the two grids of the same kernel on rows of their own.
+    with tempfile.NamedTemporaryFile("w", suffix=f".{os.getpid()}.csv", delete=False) as f:
+        f.write(EXPORT)
+        path = f.name
+    try:
+        by_grid = ncu_summary.summarize(path, "test", 4.0, by_grid=True).splitlines()
+    finally:
+        os.unlink(path)
+    small = next(l for l in by_grid if "moe_stream_kernel<5, true, 2> grid (4, 1, 1)" in l)
+    assert [c.strip() for c in small.strip("|").split("|")][2:4] == ["0.047", "1"], small
+    assert any("grid (8, 1, 1)" in l for l in by_grid), by_grid
     # Newer ncu releases abbreviate the units (ns, B, MB) and group digits with commas: same sums.
     short = (EXPORT.replace('"Mbyte","Kbyte","usecond"', '"B","KB","ns"').replace('"50","0","47"', '"50,000,000","0","47,000"')
              .replace('"0.5","500","5"', '"500,000","500","5,000"').replace('"50","0","53"', '"50,000,000","0","53,000"'))

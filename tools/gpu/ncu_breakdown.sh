@@ -5,7 +5,8 @@
 #
 #   tools/gpu/ncu_breakdown.sh        # PREFILL=2048 (default) or BATCH=32 (one decode step instead);
 #                                     # NCU_CACHE=none: keep the caches between kernels (default:
-#                                     # ncu flushes them, which inflates the small kernels)
+#                                     # ncu flushes them, which inflates the small kernels);
+#                                     # BY_GRID=1: each kernel's grids apart (the head's own row)
 #
 # The bench's warm-up runs are profiled too (same shapes), so the shares, not the sums, are the
 # point. Each kernel's DRAM bytes give its rate and its time against the bytes' floor at COPY_TBS
@@ -31,5 +32,5 @@ fi
   --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum --csv --page raw \
   "$root/.gpu/deepinfer" bench --model "$src" --device cuda "${shape[@]}" > "$out/ncu_breakdown.csv" 2> "$out/ncu_breakdown.err"
 echo "ncu rc $?"
-python3 tools/gpu/ncu_summary.py "$out/ncu_breakdown.csv" "$what" "${COPY_TBS:-4.25}" > "$out/ncu_breakdown.md"
+python3 tools/gpu/ncu_summary.py "$out/ncu_breakdown.csv" "$what" "${COPY_TBS:-4.25}" ${BY_GRID:+--by-grid} > "$out/ncu_breakdown.md"
 cat "$out/ncu_breakdown.md"

@@ -3,7 +3,10 @@
 moved at, and the time against the bytes' floor at a copy rate (TB/s). Used by ncu_breakdown.sh;
 tests/tools/ncu_summary_test.py checks it on a small export.
 
-    ncu_summary.py EXPORT.csv "what was profiled" [COPY_TBS]
+    ncu_summary.py EXPORT.csv "what was profiled" [COPY_TBS] [--by-grid]
+
+--by-grid: launches of one kernel with different grids apart (e.g. the LM head against the other
+linears of the same instance), where the export has ncu's "Grid Size" column.
 """
 import collections
 import csv
@@ -23,11 +26,12 @@ def short_name(name):
     return name.split("(")[0]  # the parameter list; template arguments stay (they name the instance)
 
 
-def summarize(path, what, copy_tbs):
+def summarize(path, what, copy_tbs, by_grid=False):
     rows = [r for r in csv.reader(open(path)) if len(r) > 3]
     head = next(i for i, r in enumerate(rows) if "Kernel Name" in r)
     cols = rows[head]
     names = cols.index("Kernel Name")
+    grid = cols.index("Grid Size") if by_grid and "Grid Size" in cols else None
     metric = {m: cols.index(m) for m in ("gpu__time_duration.sum", "dram__bytes_read.sum", "dram__bytes_write.sum")
               if m in cols}
     units = rows[head + 1]  # the row after the header names each column's unit
@@ -44,7 +48,7 @@ def summarize(path, what, copy_tbs):
         except ValueError:  # a kernel ncu could not measure ("n/a"): counted, not summed
             skipped += 1
             continue
-        name = short_name(r[names])
+        name = short_name(r[names]) + (f" grid {r[grid]}" if grid is not None else "")
         time_ns[name] += values["gpu__time_duration.sum"]
         dram[name] += values.get("dram__bytes_read.sum", 0.0) + values.get("dram__bytes_write.sum", 0.0)
         launches[name] += 1
@@ -64,4 +68,5 @@ def summarize(path, what, copy_tbs):
 
 
 if __name__ == "__main__":
-    print(summarize(sys.argv[1], sys.argv[2], float(sys.argv[3]) if len(sys.argv) > 3 else 4.25))
+    args = [a for a in sys.argv[1:] if a != "--by-grid"]
+    print(summarize(args[0], args[1], float(args[2]) if len(args) > 2 else 4.25, "--by-grid" in sys.argv))
