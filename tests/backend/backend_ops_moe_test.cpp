@@ -249,8 +249,9 @@ TEST_P(BackendOps, MoeExpertsSwigluWithClampsAndSharedExpert) {
 // Routed FP4 experts of decode-sized calls whose widths are whole 128-column steps (D = 256,
 // I = 384: CUDA's tensor-core FP4 GEMV fits them; tools/gpu/test.sh runs this with
 // DEEPINFER_MOE_GEMV=1): one token; two tokens with a repeated expert (a 2-row tile); 6 tokens all
-// on expert 0 (3 tiles of 2 rows); 11 tokens (3.7 rows an expert: the GEMV's tiles of up to 4 rows,
-// expert 0's more than one); clamps active and not.
+// on expert 0 (3 tiles of 2 rows); 11 tokens (3.7 rows an expert) and 20 (6.7): the GEMV's tiles of
+// up to 8 rows, expert 0's more than one (with DEEPINFER_MOE_GEMV_TILE_ROWS=4: tiles of up to 4
+// rows at 11 tokens, the tensor-core GEMM at 20); clamps active and not.
 TEST_P(BackendOps, MoeExpertsFp4DecodeTiles) {
   const int64_t D = 256, I = 384, E = 6, K = 2;
   auto& experts = keep(std::vector<ExpertWeights>{});
@@ -258,7 +259,7 @@ TEST_P(BackendOps, MoeExpertsFp4DecodeTiles) {
   const ExpertWeights& shared = keep(make_expert(rng, DType::F8_E4M3, I, D, 128));
   std::vector<backend::SwigluExpert> views;
   for (const auto& e : experts) views.push_back(e.view());
-  for (int64_t T : {1, 2, 6, 11})
+  for (int64_t T : {1, 2, 6, 11, 20})
     for (float limit : {0.05f, 10.0f}) {
       backend::MoeWeights mw{views, shared.view(), limit};
       // x at 1/16: the random FP8 shared expert's gate sums reach |g| ~ 500 from terms of ~1,000 in
@@ -268,7 +269,7 @@ TEST_P(BackendOps, MoeExpertsFp4DecodeTiles) {
       auto x = randoms(static_cast<size_t>(T * D), 1.0f / 16);
       std::vector<int32_t> chosen = two_distinct_experts(T, E);
       if (T == 2) chosen[3] = chosen[2];
-      if (T == 6 || T == 11)
+      if (T == 6 || T >= 11)
         for (int64_t t = 0; t < T; ++t) chosen[t * K] = 0, chosen[t * K + 1] = static_cast<int32_t>(1 + t % 5);
       const auto weights = randoms(static_cast<size_t>(T * K));
       const auto dx = on_device(x);

@@ -54,6 +54,9 @@ run model_parity_moe_gemv env DEEPINFER_MOE_GEMV=1 DEEPINFER_DEVICE=cuda .gpu/te
 # (x in three f16 parts, exact as float32 holds it, instead of the default two)
 run backend_ops_moe_gemv_x3 env DEEPINFER_MOE_GEMV=1 DEEPINFER_MOE_GEMV_X_PARTS=3 .gpu/test_backend --gtest_filter='*BackendOps*Moe*'
 run model_parity_moe_gemv_x3 env DEEPINFER_MOE_GEMV=1 DEEPINFER_MOE_GEMV_X_PARTS=3 DEEPINFER_DEVICE=cuda .gpu/test_model
+# (tiles of up to 4 rows instead of the default 8 past 2 rows an expert on average)
+run backend_ops_moe_gemv_tile4 env DEEPINFER_MOE_GEMV=1 DEEPINFER_MOE_GEMV_TILE_ROWS=4 .gpu/test_backend --gtest_filter='*BackendOps*Moe*'
+run model_parity_moe_gemv_tile4 env DEEPINFER_MOE_GEMV=1 DEEPINFER_MOE_GEMV_TILE_ROWS=4 DEEPINFER_DEVICE=cuda .gpu/test_model
 run backend_ops_moe_gemv_off env DEEPINFER_MOE_GEMV=0 .gpu/test_backend --gtest_filter='*BackendOps*Moe*'
 run model_parity_moe_gemv_off env DEEPINFER_MOE_GEMV=0 DEEPINFER_DEVICE=cuda .gpu/test_model
 [ ! -f "$out/backend_ops_moe_gemv.log" ] || grep -q "routed FP4 experts on the tensor-core decode GEMV" "$out/backend_ops_moe_gemv.log" ||

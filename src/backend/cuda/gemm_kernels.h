@@ -129,7 +129,7 @@ bool launch_decode_swiglu_tc(const DevMatrix& w1, const DevMatrix& w3, const flo
                              float* h);
 
 // --- routed FP4 experts of a decode step on the tensor cores (moe_gemv_fp4.cu) ---
-// For the routed experts of calls of up to 4 rows an expert on average, where the matrices fit.
+// For the routed experts of calls of up to 8 rows an expert on average, where the matrices fit.
 // DEEPINFER_MOE_GEMV (read once): 0 never, 1 at every such call (the tests), unset / auto at calls
 // of at least moe_gemv_fp4_min_tokens() tokens while DEEPINFER_TC_GEMM is auto. H100, docs/perf.md
 // session 21: at one token the CUDA-core stream is as fast (ncu: 0.31 vs 0.33 ms), at two they tie,
@@ -137,12 +137,16 @@ bool launch_decode_swiglu_tc(const DevMatrix& w1, const DevMatrix& w3, const flo
 bool moe_gemv_fp4_wanted(int64_t tokens);
 // Auto's threshold (DEEPINFER_MOE_GEMV_MIN_TOKENS overrides it, for measurements).
 int64_t moe_gemv_fp4_min_tokens();
-// The most rows a plan tile may hold for it (4, 2, or 0: it does not take these matrices): every
+// The most rows a plan tile may hold for it (8, 4, 2, or 0: it does not take these matrices): every
 // matrix of `ws` (one per expert) FP4 with E8M0 per 32 columns, columns a multiple of 128, 16-byte
-// rows, 4-byte aligned scales, at least one warp tile of rows; 4-row tiles need more shared memory.
+// rows, 4-byte aligned scales, at least one warp tile of rows; larger tiles need more shared memory.
 int moe_gemv_fp4_tile_rows(std::span<const DevMatrix> ws, bool swiglu);
+// The plan's tile rows for `routed` rows over `experts` experts whose matrices allow tiles of up to
+// max_rows (moe_gemv_fp4_tile_rows): 2, 4 or 8, or 0 (too many rows an expert for this kernel). An
+// expert with more rows than a tile reads its weights once per tile.
+int moe_gemv_fp4_plan_rows(int64_t routed, int64_t experts, int max_rows);
 // launch_moe_gate_up (swiglu: wa gate, wb up) / launch_moe_down for a plan of tiles of at most
-// tile_rows (2 or 4) rows.
+// tile_rows (2, 4 or 8) rows.
 void launch_moe_gemv_fp4(bool swiglu, const DevMatrix* wa, const DevMatrix* wb, const MoeTile* tiles,
                          const int32_t* tile_count, int64_t max_tiles, int tile_rows, const int32_t* row_src,
                          const float* x, int64_t K, float* y, int64_t n_out, float limit);

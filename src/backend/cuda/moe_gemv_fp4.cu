@@ -52,18 +52,25 @@ using mma::copy4_async;
 using mma::mma_f16;
 using mma::pack_f16;
 
-constexpr int kWarps = 8, kThreads = 32 * kWarps;
+// Warps of a CTA: 8 (two CTAs an SM) for tiles of 2 or 4 tokens; 16 for 8, whose x planes leave
+// one CTA an SM.
+template <int TOK>
+__host__ __device__ constexpr int warps() { return TOK == 8 ? 16 : 8; }
+template <int TOK>
+__host__ __device__ constexpr int threads() { return 32 * warps<TOK>(); }
 constexpr int kTileRows = 16;     // weight rows of a warp (the MMA's M)
 constexpr int64_t kStepK = 128;   // columns of a step: 4 scale blocks, one x power of two
 constexpr int kPlanePad = 32;     // f16 after each x plane: 16-byte reads of planes g, g + 1 miss each other's banks
 // A warp's stage: 2 pieces (rows g, g + 8) of 16 bytes a lane.
 constexpr size_t kWarpStageBytes = 2 * 32 * 16;
-constexpr size_t kStageBytes = kWarps * kWarpStageBytes;
+template <int TOK>
+__host__ __device__ constexpr size_t stage_bytes() { return warps<TOK>() * kWarpStageBytes; }
 // A warp's scale windows: 2 (one read while the next lands) of kWindow steps' words for its 16
 // rows, kWindow + 1 words a row (rows g = 0..7 read at step s then fall in distinct banks).
 constexpr int kWindow = 8, kWindowRowWords = kWindow + 1;
 constexpr size_t kWarpScaleBytes = 2 * kTileRows * kWindowRowWords * 4;
-constexpr size_t kScaleBytes = kWarps * kWarpScaleBytes;
+template <int TOK>
+__host__ __device__ constexpr size_t scale_bytes() { return warps<TOK>() * kWarpScaleBytes; }
 constexpr size_t kMaxSmem = 200 * 1024;
 
 #pragma GCC diagnostic push
@@ -77,7 +84,7 @@ struct Args {
   const float* x;            // [*, K]
   float* y;                  // [routed rows, n_out]
   int64_t K, n_out;
-  int64_t ncol;              // column tiles of a MoE tile: kOuts * (kWarps / ks) outputs each
+  int64_t ncol;              // column tiles of a MoE tile: kOuts * (warps / ks) outputs each
   int32_t ks;                // warps that split a warp tile's K (1, 2, 4 or 8)
   float limit;               // SwiGLU's clamp
 };
@@ -93,13 +100,13 @@ __host__ __device__ constexpr int tile_outs() { return kSwiglu ? kTileRows / 2 :
 template <int TOK, int P>
 __host__ __device__ constexpr int column_groups() { return (P * TOK + 7) / 8; }
 template <int TOK, int P>
-__host__ __device__ constexpr int stages() { return TOK > 2 && P == 3 ? 8 : 4; }
+__host__ __device__ constexpr int stages() { return TOK == 8 ? 3 : TOK > 2 && P == 3 ? 8 : 4; }
 
 __host__ __device__ constexpr int64_t plane_stride(int64_t K) { return K + kPlanePad; }
 // Dynamic shared memory: the weight stages, the scale windows, P TOK f16 planes of x, then the
 // steps' powers of two [TOK][K / 128].
 template <int TOK, int P>
-__host__ __device__ constexpr size_t planes_offset() { return stages<TOK, P>() * kStageBytes + kScaleBytes; }
+__host__ __device__ constexpr size_t planes_offset() { return stages<TOK, P>() * stage_bytes<TOK>() + scale_bytes<TOK>(); }
 template <int TOK, int P>
 __host__ __device__ constexpr size_t smem_bytes(int64_t K) {
   return planes_offset<TOK, P>() + static_cast<size_t>(P * TOK * plane_stride(K)) * 2 +
@@ -117,11 +124,11 @@ __device__ void split_x(const Args& a, int64_t rb, int rows, __half* planes, flo
   const int64_t K = a.K, stride = plane_stride(K), nsteps = K / kStepK;
   for (int tok = 0; tok < TOK; ++tok) {
     if (tok >= rows) {  // no planes (their B columns read as zeros); a finite scale for the unused sums
-      for (int64_t st = threadIdx.x; st < nsteps; st += kThreads) step_scale[tok * nsteps + st] = 1.0f;
+      for (int64_t st = threadIdx.x; st < nsteps; st += threads<TOK>()) step_scale[tok * nsteps + st] = 1.0f;
       continue;
     }
     const float* xr = a.x + (a.row_src ? static_cast<int64_t>(a.row_src[rb + tok]) : rb + tok) * K;
-    for (int64_t base = 0; base < nsteps; base += 2 * kWarps) {  // uniform over the warp: the shuffles
+    for (int64_t base = 0; base < nsteps; base += 2 * warps<TOK>()) {  // uniform over the warp: the shuffles
       const int64_t st = base + 2 * warp + half;
       const bool in = st < nsteps;
       float v[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
@@ -160,10 +167,12 @@ __device__ void split_x(const Args& a, int64_t rb, int rows, __half* planes, flo
 // grid: resident CTAs, each taking a contiguous run of the jobs (MoE tile, column tile); the warp
 // (tile, ksi) = (warp / ks, warp % ks) takes its 16 rows and the steps ksi, ksi + ks, ... of a job.
 template <int TOK, bool kSwiglu, int P>
-__global__ void __launch_bounds__(kThreads, 2) moe_gemv_fp4_kernel(Args a) {
+__global__ void __launch_bounds__(threads<TOK>(), TOK == 8 ? 1 : 2) moe_gemv_fp4_kernel(Args a) {
   wait_for_previous_kernel();
   constexpr int G = column_groups<TOK, P>(), kStages = stages<TOK, P>();
   extern __shared__ __align__(16) unsigned char smem[];
+  constexpr int kWarps = warps<TOK>(), kThreads = threads<TOK>();
+  constexpr size_t kStageBytes = stage_bytes<TOK>();
   __shared__ float4 red[G][kWarps][32];
   constexpr int kOuts = tile_outs<kSwiglu>();
   const int64_t K = a.K, stride = plane_stride(K), nsteps = K / kStepK;
@@ -342,22 +351,30 @@ int moe_gemv_x_parts() {
 template <bool kSwiglu, int TOK, int P>
 void launch_tok(mg::Args a, int64_t max_tiles) {
   const size_t smem = mg::smem_bytes<TOK, P>(a.K);
-  const size_t cta = smem + sizeof(float4) * mg::column_groups<TOK, P>() * mg::kWarps * 32 + 1024;
+  constexpr int kWarps = mg::warps<TOK>();
+  const size_t cta = smem + sizeof(float4) * mg::column_groups<TOK, P>() * kWarps * 32 + 1024;
   const int64_t resident = static_cast<int64_t>(device_sm_count()) * (2 * cta <= device_smem_per_sm() ? 2 : 1);
   // Split K (from the shapes and the plan's bound only, never the routing) while the jobs would
   // leave resident CTAs idle (batch 1: 6 tiles x 32 column tiles for 264 CTAs), keeping at least 4
   // steps a warp.
   constexpr int outs = mg::tile_outs<kSwiglu>();
   const int64_t nsteps = a.K / mg::kStepK;
-  auto column_tiles = [&](int ks) { return (a.n_out + outs * (mg::kWarps / ks) - 1) / (outs * (mg::kWarps / ks)); };
+  auto column_tiles = [&](int ks) { return (a.n_out + outs * (kWarps / ks) - 1) / (outs * (kWarps / ks)); };
+  // DEEPINFER_MOE_GEMV_KS (1, 2, 4 or 8) fixes it, for measurements (at ks warps a tile, the
+  // warps of a tile read adjacent 64-byte pieces of its rows side by side).
+  static const int64_t forced = positive_env("DEEPINFER_MOE_GEMV_KS", 0);
   int ks = 1;
-  while (ks < mg::kWarps && 4 * ks * 2 <= nsteps && max_tiles * column_tiles(ks) < resident) ks *= 2;
+  if (forced == 2 || forced == 4 || forced == 8) {
+    while (ks < forced && 2 * ks <= nsteps) ks *= 2;
+  } else {
+    while (ks < kWarps && 4 * ks * 2 <= nsteps && max_tiles * column_tiles(ks) < resident) ks *= 2;
+  }
   a.ks = ks;
   a.ncol = column_tiles(ks);
   const auto grid = static_cast<unsigned>(std::max<int64_t>(1, std::min(max_tiles * a.ncol, resident)));
   // A refused shared-memory size stays in cudaGetLastError for the caller's launch check.
   if (allow_dynamic_smem<mg::moe_gemv_fp4_kernel<TOK, kSwiglu, P>>(mg::kMaxSmem))
-    launch(mg::moe_gemv_fp4_kernel<TOK, kSwiglu, P>, grid, mg::kThreads, smem, a);
+    launch(mg::moe_gemv_fp4_kernel<TOK, kSwiglu, P>, grid, mg::threads<TOK>(), smem, a);
 }
 
 template <bool kSwiglu, int TOK>
@@ -379,14 +396,28 @@ int moe_gemv_fp4_tile_rows(std::span<const DevMatrix> ws, bool swiglu) {
         reinterpret_cast<uintptr_t>(w.data) % 16 != 0 || reinterpret_cast<uintptr_t>(w.scale) % 4 != 0)
       return 0;
   const bool three = moe_gemv_x_parts() == 3;
+  const size_t at8 = three ? mg::smem_bytes<8, 3>(K) : mg::smem_bytes<8, 2>(K);
   const size_t at4 = three ? mg::smem_bytes<4, 3>(K) : mg::smem_bytes<4, 2>(K);
   const size_t at2 = three ? mg::smem_bytes<2, 3>(K) : mg::smem_bytes<2, 2>(K);
-  return at4 <= mg::kMaxSmem ? 4 : at2 <= mg::kMaxSmem ? 2 : 0;
+  return at8 <= mg::kMaxSmem ? 8 : at4 <= mg::kMaxSmem ? 4 : at2 <= mg::kMaxSmem ? 2 : 0;
 }
 
 int64_t moe_gemv_fp4_min_tokens() {
   static const int64_t n = positive_env("DEEPINFER_MOE_GEMV_MIN_TOKENS", 2);
   return n;
+}
+
+int moe_gemv_fp4_plan_rows(int64_t routed, int64_t experts, int max_rows) {
+  // DEEPINFER_MOE_GEMV_TILE_ROWS (2, 4 or 8) caps the tile rows, for measurements.
+  static const int64_t cap = positive_env("DEEPINFER_MOE_GEMV_TILE_ROWS", 8);
+  const int64_t e = std::max<int64_t>(experts, 1);
+  const int64_t most = std::min<int64_t>(max_rows, cap);
+  // Tiles of 2 while the experts average at most 2 rows; then 8 where they fit (one read of an
+  // expert's weights for up to 8 rows: H100, docs/perf.md session 27, decode B=128 14.64 -> 14.47
+  // ms, B=192, past 4 rows an expert, 33.6 -> 17.9 ms), else 4.
+  if (routed <= 2 * e) return most >= 2 ? 2 : 0;
+  if (most >= 8 && routed <= 8 * e) return 8;
+  return most >= 4 && routed <= 4 * e ? 4 : 0;
 }
 
 bool moe_gemv_fp4_wanted(int64_t tokens) {
@@ -421,11 +452,16 @@ void launch_moe_gemv_fp4(bool swiglu, const DevMatrix* wa, const DevMatrix* wb, 
       launch_parts<true, 2>(a, max_tiles);
     else
       launch_parts<false, 2>(a, max_tiles);
-  } else {
+  } else if (tile_rows <= 4) {
     if (swiglu)
       launch_parts<true, 4>(a, max_tiles);
     else
       launch_parts<false, 4>(a, max_tiles);
+  } else {
+    if (swiglu)
+      launch_parts<true, 8>(a, max_tiles);
+    else
+      launch_parts<false, 8>(a, max_tiles);
   }
 }
 

@@ -338,11 +338,10 @@ void CudaBackend::moe_experts_filled(const backend::MoeWeights& w, TensorView x,
   // both on the tensor cores or neither.
   // The routed FP4 experts on the tensor-core decode GEMV (moe_gemv_fp4_wanted; never under batch
   // invariance, whose bits are the CUDA-core tile's): up to 2 rows an expert on average in tiles of
-  // 2 rows, up to 4 (V4-Flash: up to ~170 decode tokens) in tiles of 4, which its MMAs take at once.
+  // 2 rows, up to 8 (V4-Flash: up to ~340 decode tokens) in tiles of 8 (moe_gemv_fp4_plan_rows).
   const bool routed_few = routed <= 2 * std::max<int64_t>(E, 1);
-  const int fp4_tile_rows = routed_few ? 2 : routed <= 4 * std::max<int64_t>(E, 1) ? 4 : 0;
-  const bool fp4_gemv = table && fp4_tile_rows > 0 && table->fp4_gemv_rows >= fp4_tile_rows &&
-                        tensor_cores_when(true) && moe_gemv_fp4_wanted(T) &&
+  const int fp4_tile_rows = table ? moe_gemv_fp4_plan_rows(routed, E, table->fp4_gemv_rows) : 0;
+  const bool fp4_gemv = table && fp4_tile_rows > 0 && tensor_cores_when(true) && moe_gemv_fp4_wanted(T) &&
                         reinterpret_cast<uintptr_t>(x.f32()) % 16 == 0;
   const bool tc_experts = !fp4_gemv && routed > 0 && tensor_cores_for_experts(routed, E);
   const int f_routed_gu = table && tc_experts ? table->tc_gate_up : -1;
