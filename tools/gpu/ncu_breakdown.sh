@@ -16,11 +16,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 source tools/gpu/stage_env.sh  # unpacks .gpu, sets root and the loader path (NCCL included)
-out=${OUT:-/tmp/deepinfer-ncu}
-mkdir -p "$out"
-bench_checkpoint "$out" || exit 1
-ncu=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
-[ -n "$ncu" ] || { echo "no ncu on this machine"; exit 1; }
+ncu_setup || exit 1  # $out, the bench checkpoint at $src, $ncu
 if [ -n "${BATCH:-}" ]; then
   shape=(--batch "$BATCH" --context 4096 --prefill none --steps 1 --warmup 1 --profile) range=(--profile-from-start off)
   what="one decode step at batch $BATCH"

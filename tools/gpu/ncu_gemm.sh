@@ -17,15 +17,11 @@
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 source tools/gpu/stage_env.sh  # unpacks .gpu, sets root and the loader path (NCCL included)
-out=${OUT:-/tmp/deepinfer-ncu}
-mkdir -p "$out"
-bench_checkpoint "$out" || exit 1
+ncu_setup || exit 1  # $out, the bench checkpoint at $src, $ncu
 # A decode step inside the bench's profiler range; a prefill (no range: the whole run, so use
 # LAUNCH_COUNT) otherwise.
 if [ -n "${PREFILL:-}" ]; then shape=(--batch none --prefill "$PREFILL" --prefill-runs 1) range=(--profile-from-start on)
 else shape=(--batch "${BATCH:-1}" --context 4096 --prefill none --steps 1 --warmup 1 --profile) range=(--profile-from-start off); fi
-ncu=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
-[ -n "$ncu" ] || { echo "no ncu on this machine"; exit 1; }
 "$ncu" "${range[@]}" --clock-control none --kernel-name-base demangled -k "regex:${KERNELS:-linear_tc_kernel|moe_gemv_fp4_kernel|decode_gemv|_stream_kernel}" \
   --section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats --section Occupancy \
   --section LaunchStats --section SchedulerStats --section SourceCounters --export "$out/ncu_gemm" --force-overwrite \

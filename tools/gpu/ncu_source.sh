@@ -12,12 +12,8 @@
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 source tools/gpu/stage_env.sh  # unpacks .gpu, sets root and the loader path (NCCL included)
-out=${OUT:-/tmp/deepinfer-ncu}
-mkdir -p "$out"
-bench_checkpoint "$out" || exit 1
+ncu_setup || exit 1  # $out, the bench checkpoint at $src, $ncu
 [ -n "${KERNELS:-}" ] || { echo "KERNELS (an ncu -k regex) is required"; exit 1; }
-ncu=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
-[ -n "$ncu" ] || { echo "no ncu on this machine"; exit 1; }
 "$ncu" --profile-from-start off --clock-control none --kernel-name-base demangled -k "regex:$KERNELS" -c 1 \
   --section SourceCounters --section WarpStateStats --section SpeedOfLight --import-source no \
   --export "$out/ncu_source" --force-overwrite \

@@ -31,3 +31,14 @@ bench_checkpoint() {
     --tokenizer-dir tests/data/tokenizers/deepseek-v3 > "$1/gen.log" 2>&1 || { tail "$1/gen.log"; return 1; }
   rm -rf "$src" && mv "$src.partial" "$src"
 }
+
+# The ncu scripts' common start (ncu_breakdown.sh, ncu_gemm.sh, ncu_source.sh): $out (OUT, else
+# /tmp/deepinfer-ncu) made, the bench checkpoint at $src, $ncu the image's Nsight Compute CLI.
+# Returns non-zero (after a line saying why) where one is missing.
+ncu_setup() {
+  out=${OUT:-/tmp/deepinfer-ncu}
+  mkdir -p "$out"
+  bench_checkpoint "$out" || return 1
+  ncu=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
+  [ -n "$ncu" ] || { echo "no ncu on this machine"; return 1; }
+}
