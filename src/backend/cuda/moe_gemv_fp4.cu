@@ -360,7 +360,7 @@ void launch_tok(mg::Args a, int64_t max_tiles) {
   constexpr int outs = mg::tile_outs<kSwiglu>();
   const int64_t nsteps = a.K / mg::kStepK;
   auto column_tiles = [&](int ks) { return (a.n_out + outs * (kWarps / ks) - 1) / (outs * (kWarps / ks)); };
-  // DEEPINFER_MOE_GEMV_KS (1, 2, 4 or 8) fixes it, for measurements (at ks warps a tile, the
+  // DEEPINFER_MOE_GEMV_KS (2, 4 or 8) fixes it, for measurements (at ks warps a tile, the
   // warps of a tile read adjacent 64-byte pieces of its rows side by side).
   static const int64_t forced = positive_env("DEEPINFER_MOE_GEMV_KS", 0);
   int ks = 1;
