@@ -30,6 +30,14 @@ if [ -n "${OPS_FILTER:-}" ]; then
 fi
 bench_checkpoint "$out" || exit 1
 shared=${BENCH_ARGS:---batch 1,8,32,128 --context 4096 --prefill 2048,8192 --prefill-runs 1 --steps 5}
+# Killed (e.g. by `timeout`, which signals the whole group) while a configuration runs: the
+# measurements its log has so far still reach the summary.
+current=""
+cut_short() {
+  [ -n "$current" ] && grep -E "decode B=|prefill [0-9]" "$out/bench_$current.log" | sed "s/^/  $current (cut short): /" | tee -a "$summary"
+  exit 143
+}
+trap cut_short TERM INT
 for config in "$@"; do
   read -r -a words <<< "$config"
   label=${words[0]}
@@ -44,9 +52,11 @@ for config in "$@"; do
     (cd "$bin" && tar -xJf stage.tar.xz)
   fi
   [ -x "$bin/deepinfer" ] || { echo "bench $label: no $bin/deepinfer" | tee -a "$summary"; continue; }
+  current=$label
   # shellcheck disable=SC2086
   env "${envs[@]}" LD_LIBRARY_PATH="$root/$bin/lib:$LD_LIBRARY_PATH" "$bin/deepinfer" bench --model "$src" \
     --device cuda $shared "${extra[@]}" > "$out/bench_$label.log" 2>&1
   echo "bench $label (${envs[*]} ${extra[*]} $bin): rc $?" | tee -a "$summary"
+  current=""
   grep -E "decode B=|prefill [0-9]" "$out/bench_$label.log" | sed "s/^/  $label: /" | tee -a "$summary"
 done
