@@ -24,22 +24,15 @@ echo "ncu rc $?"
 echo "source page rc $? ($(wc -l < "$out/ncu_source.csv") lines)"
 python3 - "$out/ncu_source.csv" > "$out/ncu_source_hot.txt" <<'EOF'
 import csv, sys
-rows = list(csv.reader(open(sys.argv[1])))
-head = next((i for i, r in enumerate(rows) if any("Source" == c or "Address" == c for c in r)), None)
+rows = [r for r in csv.reader(open(sys.argv[1])) if r]
+head = next((i for i, r in enumerate(rows) if "Warp Stall Sampling (All Samples)" in r), None)
 if head is None:
-    print("no header found; first lines:"); [print(r) for r in rows[:5]]; sys.exit()
-cols = rows[head]
-print("columns:", cols)
-samp = next((i for i, c in enumerate(cols) if "Sampling" in c and "All" in c), None) or \
-       next((i for i, c in enumerate(cols) if "Sampling" in c), None)
-src = cols.index("Source") if "Source" in cols else 1
-body = rows[head + 1:]
-def num(v):
-    try: return float(v.replace(",", ""))
-    except ValueError: return 0.0
-total = sum(num(r[samp]) for r in body if samp is not None and len(r) > samp)
-print(f"{len(body)} instructions, {total:.0f} samples (column {cols[samp] if samp is not None else '?'})")
-for r in sorted(body, key=lambda r: -num(r[samp]) if samp is not None and len(r) > samp else 0)[:60]:
+    sys.exit("no 'Warp Stall Sampling (All Samples)' column in the source page")
+cols, body = rows[head], rows[head + 1:]
+samp, src = cols.index("Warp Stall Sampling (All Samples)"), cols.index("Source")
+num = lambda v: float(v.replace(",", "") or 0)
+print(f"{len(body)} instructions, {sum(num(r[samp]) for r in body):.0f} stall samples; the 60 with the most:")
+for r in sorted(body, key=lambda r: -num(r[samp]))[:60]:
     print(f"{num(r[samp]):8.0f}  {r[0]:>6}  {r[src]}")
 EOF
 cuobjdump=$(command -v cuobjdump || ls /usr/local/cuda/bin/cuobjdump 2>/dev/null | head -1)

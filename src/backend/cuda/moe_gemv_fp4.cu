@@ -360,15 +360,8 @@ void launch_tok(mg::Args a, int64_t max_tiles) {
   constexpr int outs = mg::tile_outs<kSwiglu>();
   const int64_t nsteps = a.K / mg::kStepK;
   auto column_tiles = [&](int ks) { return (a.n_out + outs * (kWarps / ks) - 1) / (outs * (kWarps / ks)); };
-  // DEEPINFER_MOE_GEMV_KS (2, 4 or 8) fixes it, for measurements (at ks warps a tile, the
-  // warps of a tile read adjacent 64-byte pieces of its rows side by side).
-  static const int64_t forced = positive_env("DEEPINFER_MOE_GEMV_KS", 0);
   int ks = 1;
-  if (forced == 2 || forced == 4 || forced == 8) {
-    while (ks < forced && 2 * ks <= nsteps) ks *= 2;
-  } else {
-    while (ks < kWarps && 4 * ks * 2 <= nsteps && max_tiles * column_tiles(ks) < resident) ks *= 2;
-  }
+  while (ks < kWarps && 4 * ks * 2 <= nsteps && max_tiles * column_tiles(ks) < resident) ks *= 2;
   a.ks = ks;
   a.ncol = column_tiles(ks);
   const auto grid = static_cast<unsigned>(std::max<int64_t>(1, std::min(max_tiles * a.ncol, resident)));

@@ -341,7 +341,7 @@ void CudaBackend::moe_experts_filled(const backend::MoeWeights& w, TensorView x,
   // 2 rows, up to 8 (V4-Flash: up to ~340 decode tokens) in tiles of 8 (moe_gemv_fp4_plan_rows).
   const bool routed_few = routed <= 2 * std::max<int64_t>(E, 1);
   const int fp4_tile_rows = table ? moe_gemv_fp4_plan_rows(routed, E, table->fp4_gemv_rows) : 0;
-  const bool fp4_gemv = table && fp4_tile_rows > 0 && tensor_cores_when(true) && moe_gemv_fp4_wanted(T) &&
+  const bool fp4_gemv = fp4_tile_rows > 0 && tensor_cores_when(true) && moe_gemv_fp4_wanted(T) &&
                         reinterpret_cast<uintptr_t>(x.f32()) % 16 == 0;
   const bool tc_experts = !fp4_gemv && routed > 0 && tensor_cores_for_experts(routed, E);
   const int f_routed_gu = table && tc_experts ? table->tc_gate_up : -1;
