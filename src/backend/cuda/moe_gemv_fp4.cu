@@ -71,6 +71,19 @@ constexpr int kWindow = 8, kWindowRowWords = kWindow + 1;
 constexpr size_t kWarpScaleBytes = 2 * kTileRows * kWindowRowWords * 4;
 template <int TOK>
 __host__ __device__ constexpr size_t scale_bytes() { return warps<TOK>() * kWarpScaleBytes; }
+// Tiles of 2 tokens also decode each window once into float32 scales ([row][step][block], rows
+// kF32RowFloats apart: the 8 rows read at a step fall in distinct banks), which the steps read as
+// two float4s: each lane decoded its rows' 8 scales every step before (~45 of the ~250
+// instructions a step: docs/perf.md session 27), the 4 lanes of a row the same ones. 2.3 KB a warp,
+// which tiles of 4 and 8 tokens (two CTAs, or 16 warps, an SM) and 3 parts of x have no room for.
+template <int TOK, int P>
+__host__ __device__ constexpr bool f32_window() { return TOK == 2 && P == 2; }
+constexpr int kF32RowFloats = 4 * kWindow + 4;
+constexpr size_t kWarpF32WindowBytes = kTileRows * kF32RowFloats * 4;
+template <int TOK, int P>
+__host__ __device__ constexpr size_t f32_window_bytes() {
+  return f32_window<TOK, P>() ? warps<TOK>() * kWarpF32WindowBytes : 0;
+}
 constexpr size_t kMaxSmem = 200 * 1024;
 
 #pragma GCC diagnostic push
@@ -103,10 +116,12 @@ template <int TOK, int P>
 __host__ __device__ constexpr int stages() { return TOK == 8 ? 3 : TOK > 2 && P == 3 ? 8 : 4; }
 
 __host__ __device__ constexpr int64_t plane_stride(int64_t K) { return K + kPlanePad; }
-// Dynamic shared memory: the weight stages, the scale windows, P TOK f16 planes of x, then the
-// steps' powers of two [TOK][K / 128].
+// Dynamic shared memory: the weight stages, the scale windows (and their float32 form), P TOK f16
+// planes of x, then the steps' powers of two [TOK][K / 128].
 template <int TOK, int P>
-__host__ __device__ constexpr size_t planes_offset() { return stages<TOK, P>() * stage_bytes<TOK>() + scale_bytes<TOK>(); }
+__host__ __device__ constexpr size_t planes_offset() {
+  return stages<TOK, P>() * stage_bytes<TOK>() + scale_bytes<TOK>() + f32_window_bytes<TOK, P>();
+}
 template <int TOK, int P>
 __host__ __device__ constexpr size_t smem_bytes(int64_t K) {
   return planes_offset<TOK, P>() + static_cast<size_t>(P * TOK * plane_stride(K)) * 2 +
@@ -197,6 +212,9 @@ __global__ void __launch_bounds__(threads<TOK>(), TOK == 8 ? 1 : 2) moe_gemv_fp4
   auto piece = [&](int j, int b) { return ((j * 8 + g) * 4 + (b ^ slot)) * 16; };
   // The scale window of the warp's n-th step (of a job): [row 0..15][kWindowRowWords], 2 in turn.
   auto window_of = [&](int n) { return wscale + (n / kWindow) % 2 * (kTileRows * kWindowRowWords); };
+  // [row 0..15][kF32RowFloats]: step s's four block scales at s * 4 (f32_window only).
+  float* fwin = reinterpret_cast<float*>(smem + stages<TOK, P>() * kStageBytes + scale_bytes<TOK>() +
+                                         warp * kWarpF32WindowBytes);
   // The tokens of B columns 8 cg + 2t and 8 cg + 2t + 1 (columns past P TOK are zero: any scale).
   int tok0[G], tok1[G];
 #pragma unroll
@@ -265,12 +283,29 @@ __global__ void __launch_bounds__(threads<TOK>(), TOK == 8 ? 1 : 2) moe_gemv_fp4
       const unsigned char* ws = wstage + static_cast<size_t>(i % kStages) * kStageBytes;
       const int64_t sp = ksi + static_cast<int64_t>(i) * ks;
       const uint32_t* win = window_of(i);
-      const uint32_t sc0 = win[g * kWindowRowWords + i % kWindow];
-      const uint32_t sc1 = win[(8 + g) * kWindowRowWords + i % kWindow];
       float cs[G][4] = {};
       float scale_g[4], scale_g8[4];  // the four blocks' scales of rows g and g + 8
-      e8m0x4_to_f32(sc0, scale_g);
-      e8m0x4_to_f32(sc1, scale_g8);
+      if constexpr (f32_window<TOK, P>()) {
+        if (i % kWindow == 0) {
+          // The window's words landed with step i's copies: lane l decodes row l / 2's steps
+          // 4 (l % 2) .. + 3 (words past the job's steps are stale, decoded, never read).
+          const int row = lane >> 1, s0 = (lane & 1) * 4;
+#pragma unroll
+          for (int s = s0; s < s0 + 4; ++s) {
+            float v[4];
+            e8m0x4_to_f32(win[row * kWindowRowWords + s], v);
+            *reinterpret_cast<float4*>(fwin + row * kF32RowFloats + s * 4) = make_float4(v[0], v[1], v[2], v[3]);
+          }
+          __syncwarp();
+        }
+        const float4 fg = *reinterpret_cast<const float4*>(fwin + g * kF32RowFloats + (i % kWindow) * 4);
+        const float4 f8 = *reinterpret_cast<const float4*>(fwin + (8 + g) * kF32RowFloats + (i % kWindow) * 4);
+        scale_g[0] = fg.x, scale_g[1] = fg.y, scale_g[2] = fg.z, scale_g[3] = fg.w;
+        scale_g8[0] = f8.x, scale_g8[1] = f8.y, scale_g8[2] = f8.z, scale_g8[3] = f8.w;
+      } else {
+        e8m0x4_to_f32(win[g * kWindowRowWords + i % kWindow], scale_g);
+        e8m0x4_to_f32(win[(8 + g) * kWindowRowWords + i % kWindow], scale_g8);
+      }
 #pragma unroll
       for (int blk = 0; blk < 4; ++blk) {
         const uint32_t wg = *reinterpret_cast<const uint32_t*>(ws + piece(0, blk) + 4 * t);
