@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/bf16_row_scale.h"
 #include "backend/cuda/cublas_linear.h"
 
 namespace deepinfer::cuda {
@@ -112,6 +113,14 @@ const DeviceWeight& CudaBackend::weight(const WeightMatrix& w) {
     d.scale = owned.back().data();
   }
   d.fp8_exact_in_f16 = fp8_exact_in_f16(w);
+  if (w.dtype == DType::BF16) {
+    const std::vector<float> scales = bf16_row_f16_scales(reinterpret_cast<const uint16_t*>(w.data), w.rows, w.cols);
+    if (!scales.empty()) {
+      owned.emplace_back(scales.size() * sizeof(float), allocator_);
+      copy_to_backend(owned.back().data(), scales.data(), scales.size() * sizeof(float));
+      d.row_scale = owned.back().as<float>();
+    }
+  }
   auto [it, inserted] = weights_.emplace(key, std::make_pair(d, std::move(owned)));
   return it->second.first;
 }

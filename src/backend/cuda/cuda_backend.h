@@ -47,6 +47,7 @@ struct DeviceWeight {
   const std::byte* data = nullptr;
   const std::byte* scale = nullptr;
   bool fp8_exact_in_f16 = false;  // DevMatrix::fp8_exact_in_f16
+  const float* row_scale = nullptr;  // DevMatrix::row_scale
   DevMatrix dev() const {
     return {.dtype = static_cast<int>(host.dtype),
             .scale_dtype = static_cast<int>(host.scale_dtype),
@@ -58,7 +59,8 @@ struct DeviceWeight {
             .block_rows = host.block_rows,
             .block_cols = host.block_cols,
             .fp8_exact_in_f16 = fp8_exact_in_f16 ? 1 : 0,
-            .unused = 0};
+            .unused = 0,
+            .row_scale = row_scale};
   }
 };
 

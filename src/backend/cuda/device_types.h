@@ -26,6 +26,9 @@ struct DevMatrix {
   // the tensor-core GEMM may take it as f16 (tc_gemm.cu, kF8H). Set at upload from the scales.
   int32_t fp8_exact_in_f16;
   int32_t unused;  // (no padding: see above)
+  // BF16 whose rows times these powers of two (one a row) are exact in f16 (bf16_row_scale.h): the
+  // tensor-core GEMM may take it as f16 (tc_gemm.cu, kBF16H). Null otherwise. Set at upload.
+  const float* row_scale;
 };
 
 // One sequence of the step, on the device; its block table is blocks[block_offset ...].

@@ -30,6 +30,8 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
+#include <string_view>
 
 #include "backend/cuda/device_math.cuh"
 #include "backend/cuda/fp4_bits.h"
@@ -80,9 +82,9 @@ template <int TOK, int P>
 __host__ __device__ constexpr bool f32_window() { return TOK == 2 && P == 2; }
 constexpr int kF32RowFloats = 4 * kWindow + 4;
 constexpr size_t kWarpF32WindowBytes = kTileRows * kF32RowFloats * 4;
-template <int TOK, int P>
+template <int TOK, int P, bool W = f32_window<TOK, P>()>
 __host__ __device__ constexpr size_t f32_window_bytes() {
-  return f32_window<TOK, P>() ? warps<TOK>() * kWarpF32WindowBytes : 0;
+  return W ? warps<TOK>() * kWarpF32WindowBytes : 0;
 }
 constexpr size_t kMaxSmem = 200 * 1024;
 
@@ -118,13 +120,13 @@ __host__ __device__ constexpr int stages() { return TOK == 8 ? 3 : TOK > 2 && P 
 __host__ __device__ constexpr int64_t plane_stride(int64_t K) { return K + kPlanePad; }
 // Dynamic shared memory: the weight stages, the scale windows (and their float32 form), P TOK f16
 // planes of x, then the steps' powers of two [TOK][K / 128].
-template <int TOK, int P>
+template <int TOK, int P, bool W = f32_window<TOK, P>()>
 __host__ __device__ constexpr size_t planes_offset() {
-  return stages<TOK, P>() * stage_bytes<TOK>() + scale_bytes<TOK>() + f32_window_bytes<TOK, P>();
+  return stages<TOK, P>() * stage_bytes<TOK>() + scale_bytes<TOK>() + f32_window_bytes<TOK, P, W>();
 }
-template <int TOK, int P>
+template <int TOK, int P, bool W = f32_window<TOK, P>()>
 __host__ __device__ constexpr size_t smem_bytes(int64_t K) {
-  return planes_offset<TOK, P>() + static_cast<size_t>(P * TOK * plane_stride(K)) * 2 +
+  return planes_offset<TOK, P, W>() + static_cast<size_t>(P * TOK * plane_stride(K)) * 2 +
          static_cast<size_t>(TOK * (K / kStepK)) * 4;
 }
 
@@ -181,7 +183,7 @@ __device__ void split_x(const Args& a, int64_t rb, int rows, __half* planes, flo
 
 // grid: resident CTAs, each taking a contiguous run of the jobs (MoE tile, column tile); the warp
 // (tile, ksi) = (warp / ks, warp % ks) takes its 16 rows and the steps ksi, ksi + ks, ... of a job.
-template <int TOK, bool kSwiglu, int P>
+template <int TOK, bool kSwiglu, int P, bool W>
 __global__ void __launch_bounds__(threads<TOK>(), TOK == 8 ? 1 : 2) moe_gemv_fp4_kernel(Args a) {
   wait_for_previous_kernel();
   constexpr int G = column_groups<TOK, P>(), kStages = stages<TOK, P>();
@@ -191,9 +193,9 @@ __global__ void __launch_bounds__(threads<TOK>(), TOK == 8 ? 1 : 2) moe_gemv_fp4
   __shared__ float4 red[G][kWarps][32];
   constexpr int kOuts = tile_outs<kSwiglu>();
   const int64_t K = a.K, stride = plane_stride(K), nsteps = K / kStepK;
-  __half* planes = reinterpret_cast<__half*>(smem + planes_offset<TOK, P>());
+  __half* planes = reinterpret_cast<__half*>(smem + planes_offset<TOK, P, W>());
   float* step_scale =
-      reinterpret_cast<float*>(smem + planes_offset<TOK, P>() + static_cast<size_t>(P * TOK * stride) * 2);
+      reinterpret_cast<float*>(smem + planes_offset<TOK, P, W>() + static_cast<size_t>(P * TOK * stride) * 2);
 
   const int64_t jobs = static_cast<int64_t>(*a.tile_count) * a.ncol;
   const int64_t b_first = static_cast<int64_t>(blockIdx.x) * jobs / gridDim.x;
@@ -285,7 +287,7 @@ __global__ void __launch_bounds__(threads<TOK>(), TOK == 8 ? 1 : 2) moe_gemv_fp4
       const uint32_t* win = window_of(i);
       float cs[G][4] = {};
       float scale_g[4], scale_g8[4];  // the four blocks' scales of rows g and g + 8
-      if constexpr (f32_window<TOK, P>()) {
+      if constexpr (W) {
         if (i % kWindow == 0) {
           // The window's words landed with step i's copies: lane l decodes row l / 2's steps
           // 4 (l % 2) .. + 3 (words past the job's steps are stale, decoded, never read).
@@ -383,9 +385,9 @@ int moe_gemv_x_parts() {
   return parts;
 }
 
-template <bool kSwiglu, int TOK, int P>
+template <bool kSwiglu, int TOK, int P, bool W = mg::f32_window<TOK, P>()>
 void launch_tok(mg::Args a, int64_t max_tiles) {
-  const size_t smem = mg::smem_bytes<TOK, P>(a.K);
+  const size_t smem = mg::smem_bytes<TOK, P, W>(a.K);
   constexpr int kWarps = mg::warps<TOK>();
   const size_t cta = smem + sizeof(float4) * mg::column_groups<TOK, P>() * kWarps * 32 + 1024;
   const int64_t resident = static_cast<int64_t>(device_sm_count()) * (2 * cta <= device_smem_per_sm() ? 2 : 1);
@@ -401,14 +403,21 @@ void launch_tok(mg::Args a, int64_t max_tiles) {
   a.ncol = column_tiles(ks);
   const auto grid = static_cast<unsigned>(std::max<int64_t>(1, std::min(max_tiles * a.ncol, resident)));
   // A refused shared-memory size stays in cudaGetLastError for the caller's launch check.
-  if (allow_dynamic_smem<mg::moe_gemv_fp4_kernel<TOK, kSwiglu, P>>(mg::kMaxSmem))
-    launch(mg::moe_gemv_fp4_kernel<TOK, kSwiglu, P>, grid, mg::threads<TOK>(), smem, a);
+  if (allow_dynamic_smem<mg::moe_gemv_fp4_kernel<TOK, kSwiglu, P, W>>(mg::kMaxSmem))
+    launch(mg::moe_gemv_fp4_kernel<TOK, kSwiglu, P, W>, grid, mg::threads<TOK>(), smem, a);
 }
 
 template <bool kSwiglu, int TOK>
 void launch_parts(mg::Args a, int64_t max_tiles) {
+  // DEEPINFER_MOE_GEMV_F32_WINDOW=0: tiles of 2 decode the scale words every step (an A/B knob).
+  static const bool f32_window = [] {
+    const char* v = std::getenv("DEEPINFER_MOE_GEMV_F32_WINDOW");
+    return !(v && std::string_view(v) == "0");
+  }();
   if (moe_gemv_x_parts() == 3)
     launch_tok<kSwiglu, TOK, 3>(a, max_tiles);
+  else if (TOK == 2 && !f32_window)
+    launch_tok<kSwiglu, TOK, 2, false>(a, max_tiles);
   else
     launch_tok<kSwiglu, TOK, 2>(a, max_tiles);
 }

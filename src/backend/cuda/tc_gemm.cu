@@ -301,10 +301,18 @@ bool tc_fp8_f16_wanted() {
   return on;
 }
 
+// kBF16H in the default mode, as kF8H; DEEPINFER_TC_BF16_F16=0 keeps BF16 on bf16 operands, for
+// measurements.
+bool tc_bf16_f16_wanted() {
+  static const bool on = tc_policy() == TcPolicy::Auto && policy_from_env("DEEPINFER_TC_BF16_F16") != TcPolicy::Never;
+  return on;
+}
+
 int tc_format(const DevMatrix& w) {
   const int f = gemm_format(w);
   if (f == tc::kF8 && w.scale && w.scale_dtype != 4) return tc::kF8F;
   if (f == tc::kF8 && w.fp8_exact_in_f16 && tc_fp8_f16_wanted()) return tc::kF8H;
+  if (f == tc::kBF16 && w.row_scale && tc_bf16_f16_wanted()) return tc::kBF16H;
   return f == kGemmGenericFormat ? -1 : f;
 }
 
@@ -320,6 +328,9 @@ int tc_common_format(int a, int b) {
   // FP8 exact in f16 and FP8 that is not: the bf16 kernel (it takes every E8M0-scaled FP8).
   auto fp8 = [](int f) { return f == tc::kF8 || f == tc::kF8F || f == tc::kF8H; };
   if (fp8(a) && fp8(b)) return a == tc::kF8F || b == tc::kF8F ? tc::kF8F : tc::kF8;
+  // BF16 on f16 operands and BF16 that is not: the bf16 kernel.
+  auto bf16 = [](int f) { return f == tc::kBF16 || f == tc::kBF16H; };
+  if (bf16(a) && bf16(b)) return tc::kBF16;
   return -1;
 }
 
@@ -333,9 +344,9 @@ bool tc_reads_x(int64_t rows, const float* x) { return rows <= 8 && reinterpret_
 
 namespace {
 
-// x split as the format's kernels read it (kF8H: f16 parts and row exponents; else bf16 parts).
+// x split as the format's kernels read it (f16 operands: f16 parts and row exponents; else bf16 parts).
 void split_x_for(int fmt, const float* x, int64_t rows, int64_t groups, int64_t C, void* out) {
-  if (fmt != tc::kF8H) {
+  if (!tc::f16_operands(fmt)) {
     launch_tc_split_x(x, rows, groups, C, out);
   } else if (rows * groups > 0) {
     launch(tc::split_x_f16_kernel, dim3(static_cast<unsigned>(rows * groups)), tc::kSplitThreads, 0, x, rows, groups, C,
@@ -353,6 +364,7 @@ void split_x_for(int fmt, const float* x, int64_t rows, int64_t groups, int64_t 
     case tc::kF8: M(tc::kF8) break;     \
     case tc::kF8F: M(tc::kF8F) break;   \
     case tc::kF8H: M(tc::kF8H) break;   \
+    case tc::kBF16H: M(tc::kBF16H) break; \
     default: M(tc::kF4) break;          \
   }
 

@@ -30,22 +30,27 @@ constexpr int kF8F = 7;  // FP8 with F32 block scales (values not exact in bf16)
 // pair's decoding one conversion and one f16 multiply (the kernel is latency-bound on such chains:
 // docs/perf.md session 26). Not bit-identical to kF8.
 constexpr int kF8H = 8;
+// BF16 whose rows times powers of two (DevMatrix::row_scale, one a row) are exact in f16, in the
+// default mode only: f16 operands as kF8H's (two MMAs a step instead of three), a weight pair
+// widened, scaled by its row's 2^k and narrowed to f16 (exact), the sums times 2^-k. The LM head's
+// format (docs/perf.md session 28). Not bit-identical to kBF16 (x in 22 bits, as kF8H).
+constexpr int kBF16H = 9;
 constexpr int kWarps = 8, kThreads = 32 * kWarps;
 constexpr int64_t kSlabK = 128;  // columns of one slab: 32 per lane t of a row
 constexpr int kTargetCtas = 264;  // split K until a shape gives about 2 CTAs per SM (132 SMs)
 constexpr int kSeqMinCtas = 132;  // the seq schedule only when it fills the SMs
 
 __host__ __device__ constexpr int chunk_elems(int f) {
-  return f == kF32 ? 4 : f == kF16 || f == kBF16 ? 8 : f == kF8 || f == kF8F || f == kF8H ? 16 : 32;
+  return f == kF32 ? 4 : f == kF16 || f == kBF16 || f == kBF16H ? 8 : f == kF8 || f == kF8F || f == kF8H ? 16 : 32;
 }
 // Formats whose widened values need a low bf16 part too (a third MMA per step: W_lo x_hi).
 __host__ __device__ constexpr bool has_lo(int f) { return f == kF32 || f == kF16 || f == kF8F; }
 // The stored format the decoder reads.
-__host__ __device__ constexpr int stored(int f) { return f == kF8F || f == kF8H ? kF8 : f; }
+__host__ __device__ constexpr int stored(int f) { return f == kF8F || f == kF8H ? kF8 : f == kBF16H ? kBF16 : f; }
 // Formats on f16 operands (x as hi + lo, no lo plane in the split x).
-__host__ __device__ constexpr bool f16_operands(int f) { return f == kF8H; }
+__host__ __device__ constexpr bool f16_operands(int f) { return f == kF8H || f == kBF16H; }
 // The format a call that reads x itself (kRaw: bf16 parts split in registers) takes instead.
-__host__ __device__ constexpr int raw_format(int f) { return f == kF8H ? kF8 : f; }
+__host__ __device__ constexpr int raw_format(int f) { return f == kF8H ? kF8 : f == kBF16H ? kBF16 : f; }
 
 struct Job {
   DevMatrix wa, wb;  // wb: the up projection under SwiGLU
@@ -53,7 +58,7 @@ struct Job {
   int64_t o0, n_out, K;
   const uint4* xc;   // split x of the group's first column (hi / mid records, one per 4 columns)
   const uint2* xlo;  // its lo records (same numbering)
-  const int32_t* xexp;  // kF8H: the exponent e of each x row (x 2^-e was split), at xexp[x row * ldxe]
+  const int32_t* xexp;  // f16 operands: the exponent e of each x row (x 2^-e was split), at xexp[x row * ldxe]
   int64_t ldxe;
   int64_t ldxc;      // row pitch in records
   const float* x;   // or (kRaw) x itself, split in registers: the same bits
@@ -88,6 +93,14 @@ __device__ __forceinline__ void frag(const uint4& raw, int j, float s, float S, 
   if constexpr (F == kBF16) {
     p01 = skinny::word_of(raw, 2 * j);
     p23 = skinny::word_of(raw, 2 * j + 1);
+  } else if constexpr (F == kBF16H) {
+    // bf16 pairs widened, times the row's 2^k (s) and narrowed to f16: all exact (bf16_row_scale.h).
+    auto narrow = [s](uint32_t u) {
+      const __half2 h = __floats2half2_rn(__uint_as_float(u << 16) * s, __uint_as_float(u & 0xffff0000u) * s);
+      return *reinterpret_cast<const uint32_t*>(&h);
+    };
+    p01 = narrow(skinny::word_of(raw, 2 * j));
+    p23 = narrow(skinny::word_of(raw, 2 * j + 1));
   } else if constexpr (f16_operands(F)) {
     // e4m3 pairs to f16 pairs (exact, NaN codes to NaN) times the scale in f16: exact, as the
     // products are f16 values (DevMatrix::fp8_exact_in_f16; f16 arithmetic keeps subnormals).
@@ -291,6 +304,7 @@ __device__ __forceinline__ void tile(const Job& j, float* red, uint4* x_stage) {
   const int64_t K = j.K;
   constexpr int64_t kBytes = F == kF32 ? 4 : stored(F) == kF8 ? 1 : 2;
   int64_t out_a[RG], out_b[RG], srow_a[RG], srow_b[RG];
+  float rs_a[RG], rs_b[RG];  // kBF16H: the rows' 2^k
   const uint8_t* base_a[RG];
   const uint8_t* base_b[RG];
 #pragma unroll
@@ -303,6 +317,11 @@ __device__ __forceinline__ void tile(const Job& j, float* red, uint4* x_stage) {
     base_a[r] = ma.data + (F == kF4 ? wra * (K / 2) : wra * K * kBytes);
     base_b[r] = mb.data + (F == kF4 ? wrb * (K / 2) : wrb * K * kBytes);
     srow_a[r] = srow_b[r] = 0;
+    rs_a[r] = rs_b[r] = 1.0f;
+    if constexpr (F == kBF16H) {
+      rs_a[r] = ma.row_scale[wra];
+      rs_b[r] = mb.row_scale[wrb];
+    }
     if constexpr (stored(F) == kF8) {
       srow_a[r] = (wra / (ma.block_rows > 0 ? ma.block_rows : 1)) * ma.scale_cols;
       srow_b[r] = (wrb / (mb.block_rows > 0 ? mb.block_rows : 1)) * mb.scale_cols;
@@ -401,6 +420,9 @@ __device__ __forceinline__ void tile(const Job& j, float* red, uint4* x_stage) {
                 sa[r] = scale_of<F>(ma, srow_a[r], k0);
                 sb[r] = scale_of<F>(mb, srow_b[r], k0);
               }
+            } else if constexpr (F == kBF16H) {
+              sa[r] = rs_a[r];
+              sb[r] = rs_b[r];
             }
             // The reference decoding where a scale times the decoder's constant overflows or an FP8
             // code is NaN (f16 operands have one decoding, exact for every code and scale they take).
@@ -481,6 +503,10 @@ __device__ __forceinline__ void tile(const Job& j, float* red, uint4* x_stage) {
           const float xs = ::deepinfer::cuda::mma::pow2f(j.xexp[(j.row_src ? j.row_src[row] : row) * j.ldxe]);
           va *= xs;
           vb *= xs;
+        }
+        if constexpr (F == kBF16H) {  // the rows' 2^-k (exact, as for a slice partial)
+          va *= 1.0f / rs_a[r];
+          vb *= 1.0f / rs_b[r];
         }
         if constexpr (kSwiglu) {
           if (out_a[r] >= j.n_out) continue;
