@@ -132,8 +132,8 @@ bool launch_decode_swiglu_tc(const DevMatrix& w1, const DevMatrix& w3, const flo
 // For the routed experts of calls of up to 8 rows an expert on average, where the matrices fit.
 // DEEPINFER_MOE_GEMV (read once): 0 never, 1 at every such call (the tests), unset / auto at calls
 // of at least moe_gemv_fp4_min_tokens() tokens while DEEPINFER_TC_GEMM is auto. H100, docs/perf.md
-// session 21: at one token the CUDA-core stream is as fast (ncu: 0.31 vs 0.33 ms), at two they tie,
-// from four on this kernel wins (decode step B=4 3.32 -> 3.09 ms, B=128 32.6 -> 25.1 ms).
+// session 21: from four tokens on this kernel won (decode step B=4 3.32 -> 3.09 ms, B=128 32.6 ->
+// 25.1 ms); session 28, with its scale windows decoded once: at one token too (B=1 2.036 -> 1.930).
 bool moe_gemv_fp4_wanted(int64_t tokens);
 // Auto's threshold (DEEPINFER_MOE_GEMV_MIN_TOKENS overrides it, for measurements).
 int64_t moe_gemv_fp4_min_tokens();

@@ -30,8 +30,6 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
-#include <cstdlib>
-#include <string_view>
 
 #include "backend/cuda/device_math.cuh"
 #include "backend/cuda/fp4_bits.h"
@@ -76,15 +74,16 @@ __host__ __device__ constexpr size_t scale_bytes() { return warps<TOK>() * kWarp
 // Tiles of 2 tokens also decode each window once into float32 scales ([row][step][block], rows
 // kF32RowFloats apart: the 8 rows read at a step fall in distinct banks), which the steps read as
 // two float4s: each lane decoded its rows' 8 scales every step before (~45 of the ~250
-// instructions a step: docs/perf.md session 27), the 4 lanes of a row the same ones. 2.3 KB a warp,
+// instructions a step: docs/perf.md session 27), the 4 lanes of a row the same ones (session 28:
+// ~250 -> 234 instructions a step, the B=32 GEMV 3.77 -> 3.59 ms, decode B=32 -3%). 2.3 KB a warp,
 // which tiles of 4 and 8 tokens (two CTAs, or 16 warps, an SM) and 3 parts of x have no room for.
 template <int TOK, int P>
 __host__ __device__ constexpr bool f32_window() { return TOK == 2 && P == 2; }
 constexpr int kF32RowFloats = 4 * kWindow + 4;
 constexpr size_t kWarpF32WindowBytes = kTileRows * kF32RowFloats * 4;
-template <int TOK, int P, bool W = f32_window<TOK, P>()>
+template <int TOK, int P>
 __host__ __device__ constexpr size_t f32_window_bytes() {
-  return W ? warps<TOK>() * kWarpF32WindowBytes : 0;
+  return f32_window<TOK, P>() ? warps<TOK>() * kWarpF32WindowBytes : 0;
 }
 constexpr size_t kMaxSmem = 200 * 1024;
 
@@ -120,13 +119,13 @@ __host__ __device__ constexpr int stages() { return TOK == 8 ? 3 : TOK > 2 && P 
 __host__ __device__ constexpr int64_t plane_stride(int64_t K) { return K + kPlanePad; }
 // Dynamic shared memory: the weight stages, the scale windows (and their float32 form), P TOK f16
 // planes of x, then the steps' powers of two [TOK][K / 128].
-template <int TOK, int P, bool W = f32_window<TOK, P>()>
+template <int TOK, int P>
 __host__ __device__ constexpr size_t planes_offset() {
-  return stages<TOK, P>() * stage_bytes<TOK>() + scale_bytes<TOK>() + f32_window_bytes<TOK, P, W>();
+  return stages<TOK, P>() * stage_bytes<TOK>() + scale_bytes<TOK>() + f32_window_bytes<TOK, P>();
 }
-template <int TOK, int P, bool W = f32_window<TOK, P>()>
+template <int TOK, int P>
 __host__ __device__ constexpr size_t smem_bytes(int64_t K) {
-  return planes_offset<TOK, P, W>() + static_cast<size_t>(P * TOK * plane_stride(K)) * 2 +
+  return planes_offset<TOK, P>() + static_cast<size_t>(P * TOK * plane_stride(K)) * 2 +
          static_cast<size_t>(TOK * (K / kStepK)) * 4;
 }
 
@@ -183,7 +182,7 @@ __device__ void split_x(const Args& a, int64_t rb, int rows, __half* planes, flo
 
 // grid: resident CTAs, each taking a contiguous run of the jobs (MoE tile, column tile); the warp
 // (tile, ksi) = (warp / ks, warp % ks) takes its 16 rows and the steps ksi, ksi + ks, ... of a job.
-template <int TOK, bool kSwiglu, int P, bool W>
+template <int TOK, bool kSwiglu, int P>
 __global__ void __launch_bounds__(threads<TOK>(), TOK == 8 ? 1 : 2) moe_gemv_fp4_kernel(Args a) {
   wait_for_previous_kernel();
   constexpr int G = column_groups<TOK, P>(), kStages = stages<TOK, P>();
@@ -193,9 +192,9 @@ __global__ void __launch_bounds__(threads<TOK>(), TOK == 8 ? 1 : 2) moe_gemv_fp4
   __shared__ float4 red[G][kWarps][32];
   constexpr int kOuts = tile_outs<kSwiglu>();
   const int64_t K = a.K, stride = plane_stride(K), nsteps = K / kStepK;
-  __half* planes = reinterpret_cast<__half*>(smem + planes_offset<TOK, P, W>());
+  __half* planes = reinterpret_cast<__half*>(smem + planes_offset<TOK, P>());
   float* step_scale =
-      reinterpret_cast<float*>(smem + planes_offset<TOK, P, W>() + static_cast<size_t>(P * TOK * stride) * 2);
+      reinterpret_cast<float*>(smem + planes_offset<TOK, P>() + static_cast<size_t>(P * TOK * stride) * 2);
 
   const int64_t jobs = static_cast<int64_t>(*a.tile_count) * a.ncol;
   const int64_t b_first = static_cast<int64_t>(blockIdx.x) * jobs / gridDim.x;
@@ -287,7 +286,7 @@ __global__ void __launch_bounds__(threads<TOK>(), TOK == 8 ? 1 : 2) moe_gemv_fp4
       const uint32_t* win = window_of(i);
       float cs[G][4] = {};
       float scale_g[4], scale_g8[4];  // the four blocks' scales of rows g and g + 8
-      if constexpr (W) {
+      if constexpr (f32_window<TOK, P>()) {
         if (i % kWindow == 0) {
           // The window's words landed with step i's copies: lane l decodes row l / 2's steps
           // 4 (l % 2) .. + 3 (words past the job's steps are stale, decoded, never read).
@@ -385,9 +384,9 @@ int moe_gemv_x_parts() {
   return parts;
 }
 
-template <bool kSwiglu, int TOK, int P, bool W = mg::f32_window<TOK, P>()>
+template <bool kSwiglu, int TOK, int P>
 void launch_tok(mg::Args a, int64_t max_tiles) {
-  const size_t smem = mg::smem_bytes<TOK, P, W>(a.K);
+  const size_t smem = mg::smem_bytes<TOK, P>(a.K);
   constexpr int kWarps = mg::warps<TOK>();
   const size_t cta = smem + sizeof(float4) * mg::column_groups<TOK, P>() * kWarps * 32 + 1024;
   const int64_t resident = static_cast<int64_t>(device_sm_count()) * (2 * cta <= device_smem_per_sm() ? 2 : 1);
@@ -403,21 +402,14 @@ void launch_tok(mg::Args a, int64_t max_tiles) {
   a.ncol = column_tiles(ks);
   const auto grid = static_cast<unsigned>(std::max<int64_t>(1, std::min(max_tiles * a.ncol, resident)));
   // A refused shared-memory size stays in cudaGetLastError for the caller's launch check.
-  if (allow_dynamic_smem<mg::moe_gemv_fp4_kernel<TOK, kSwiglu, P, W>>(mg::kMaxSmem))
-    launch(mg::moe_gemv_fp4_kernel<TOK, kSwiglu, P, W>, grid, mg::threads<TOK>(), smem, a);
+  if (allow_dynamic_smem<mg::moe_gemv_fp4_kernel<TOK, kSwiglu, P>>(mg::kMaxSmem))
+    launch(mg::moe_gemv_fp4_kernel<TOK, kSwiglu, P>, grid, mg::threads<TOK>(), smem, a);
 }
 
 template <bool kSwiglu, int TOK>
 void launch_parts(mg::Args a, int64_t max_tiles) {
-  // DEEPINFER_MOE_GEMV_F32_WINDOW=0: tiles of 2 decode the scale words every step (an A/B knob).
-  static const bool f32_window = [] {
-    const char* v = std::getenv("DEEPINFER_MOE_GEMV_F32_WINDOW");
-    return !(v && std::string_view(v) == "0");
-  }();
   if (moe_gemv_x_parts() == 3)
     launch_tok<kSwiglu, TOK, 3>(a, max_tiles);
-  else if (TOK == 2 && !f32_window)
-    launch_tok<kSwiglu, TOK, 2, false>(a, max_tiles);
   else
     launch_tok<kSwiglu, TOK, 2>(a, max_tiles);
 }
@@ -440,7 +432,7 @@ int moe_gemv_fp4_tile_rows(std::span<const DevMatrix> ws, bool swiglu) {
 }
 
 int64_t moe_gemv_fp4_min_tokens() {
-  static const int64_t n = positive_env("DEEPINFER_MOE_GEMV_MIN_TOKENS", 2);
+  static const int64_t n = positive_env("DEEPINFER_MOE_GEMV_MIN_TOKENS", 1);
   return n;
 }
 
