@@ -113,7 +113,7 @@ const DeviceWeight& CudaBackend::weight(const WeightMatrix& w) {
     d.scale = owned.back().data();
   }
   d.fp8_exact_in_f16 = fp8_exact_in_f16(w);
-  if (w.dtype == DType::BF16) {
+  if (w.dtype == DType::BF16) {  // rows exact in f16 times a power of two: f16 GEMM operands (kBF16H)
     const std::vector<float> scales = bf16_row_f16_scales(reinterpret_cast<const uint16_t*>(w.data), w.rows, w.cols);
     if (!scales.empty()) {
       owned.emplace_back(scales.size() * sizeof(float), allocator_);
