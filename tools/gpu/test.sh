@@ -46,8 +46,9 @@ run model_parity_fp8_bf16 env DEEPINFER_TC_FP8_F16=0 DEEPINFER_DEVICE=cuda .gpu/
 run backend_ops_decode_gemv env DEEPINFER_DECODE_GEMV=1 .gpu/test_backend \
   --gtest_filter='*BackendOps*Linear*:*BackendOps*Moe*:*BackendOps*Grouped*'
 run model_parity_decode_gemv env DEEPINFER_DECODE_GEMV=1 DEEPINFER_DEVICE=cuda .gpu/test_model
-# The routed FP4 experts on the tensor-core decode GEMV (moe_gemv_fp4.cu; by default from 2 tokens
-# on) wherever it fits: the MoE op tests and the model parity; its first use prints a line (checked).
+# The routed FP4 experts on the tensor-core decode GEMV (moe_gemv_fp4.cu; by default at every decode
+# step) at every call it fits: the MoE op tests and the model parity; its first use prints a line
+# (checked).
 # Then with it off: the CUDA-core stream and tensor-core GEMM it replaces by default.
 run backend_ops_moe_gemv env DEEPINFER_MOE_GEMV=1 .gpu/test_backend --gtest_filter='*BackendOps*Moe*'
 run model_parity_moe_gemv env DEEPINFER_MOE_GEMV=1 DEEPINFER_DEVICE=cuda .gpu/test_model
