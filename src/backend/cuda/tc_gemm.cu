@@ -294,25 +294,20 @@ int64_t tc_attention_min_tokens() {
   return n;
 }
 
-// kF8H in the default mode (tc_policy() Auto: no call compares rows' bits across batches);
-// DEEPINFER_TC_FP8_F16=0 keeps FP8 on bf16 operands (kF8), for measurements.
-bool tc_fp8_f16_wanted() {
-  static const bool on = tc_policy() == TcPolicy::Auto && policy_from_env("DEEPINFER_TC_FP8_F16") != TcPolicy::Never;
-  return on;
-}
-
-// kBF16H in the default mode, as kF8H; DEEPINFER_TC_BF16_F16=0 keeps BF16 on bf16 operands, for
-// measurements.
-bool tc_bf16_f16_wanted() {
-  static const bool on = tc_policy() == TcPolicy::Auto && policy_from_env("DEEPINFER_TC_BF16_F16") != TcPolicy::Never;
-  return on;
+// The f16-operand formats (kF8H, kBF16H) in the default mode only (tc_policy() Auto: no call
+// compares rows' bits across batches); `env`=0 (DEEPINFER_TC_FP8_F16, DEEPINFER_TC_BF16_F16) keeps
+// the format on bf16 operands, for measurements.
+static bool f16_operands_wanted(const char* env) {
+  return tc_policy() == TcPolicy::Auto && policy_from_env(env) != TcPolicy::Never;
 }
 
 int tc_format(const DevMatrix& w) {
   const int f = gemm_format(w);
   if (f == tc::kF8 && w.scale && w.scale_dtype != 4) return tc::kF8F;
-  if (f == tc::kF8 && w.fp8_exact_in_f16 && tc_fp8_f16_wanted()) return tc::kF8H;
-  if (f == tc::kBF16 && w.row_scale && tc_bf16_f16_wanted()) return tc::kBF16H;
+  static const bool fp8_f16 = f16_operands_wanted("DEEPINFER_TC_FP8_F16");
+  static const bool bf16_f16 = f16_operands_wanted("DEEPINFER_TC_BF16_F16");
+  if (f == tc::kF8 && w.fp8_exact_in_f16 && fp8_f16) return tc::kF8H;
+  if (f == tc::kBF16 && w.row_scale && bf16_f16) return tc::kBF16H;
   return f == kGemmGenericFormat ? -1 : f;
 }
 
