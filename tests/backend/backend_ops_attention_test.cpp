@@ -158,6 +158,55 @@ TEST_P(BackendOps, AttentionSchedulesGiveTheSameBits) {
   }
 }
 
+// The tensor-core kernel scales each row of Q and each key by a power of two (its f16 operands have
+// 5 exponent bits): keys whose magnitudes differ by up to 2^8 from row to row (so the tiles' largest
+// scales differ and the running output is rescaled between tiles), and whole key lists far below
+// and above f16's range (near 2^-30 and 2^20, Q scaled the other way so the scores stay moderate),
+// against the reference, over up to 277 keys a token.
+TEST_P(BackendOps, AttentionKeysAcrossMagnitudes) {
+  const kv::StateLayout layout = test_layout();
+  const int64_t hd = kHeadDim, H = 5, k_sel = 300;  // up to 277 keys a token: past the kernel's 256 key pointers
+  constexpr int64_t kTableBlocks = 150;  // positions up to 1,200
+  Pools pools(*be, layout, 4, 3 * kTableBlocks);
+  const auto tables = disjoint_tables(rng, 3, kTableBlocks);
+  const std::vector<SeqSlice> seqs = {{0, 1, 1100, 2, tables[0]}, {1, 6, 830, 0, tables[1]}, {7, 1, 1001, 3, tables[2]}};
+  const int64_t T = tokens_of(seqs);
+  const backend::WindowLayout wl = layout.layers[1].window;
+  const CompressorLayout* comp = &*layout.layers[1].compressor;
+  const auto tensor_cores = with_schedule(GetParam(), backend::AttentionSchedule::TensorCores);
+  struct Case {
+    const char* what;
+    int base, spread;  // a row's values are random times 2^(base + a random integer in [-spread, spread])
+  };
+  for (const Case& c : {Case{"key rows 2^-8 .. 2^8 apart", 0, 8}, Case{"keys near 2^-30", -30, 0}, Case{"keys near 2^20", 20, 0}}) {
+    std::uniform_int_distribution<int> spread(-c.spread, c.spread);
+    int64_t filled = 0;
+    int e = c.base;
+    auto scaled_rows = [&] {  // hd consecutive calls are a row
+      if (filled++ % hd == 0) e = c.base + spread(rng);
+      return std::ldexp(nonzero(), e);
+    };
+    fill_step_state(pools.host, seqs, wl, {comp}, scaled_rows);
+    pools.upload();
+    std::vector<float> kv(static_cast<size_t>(T * hd));
+    for (auto& v : kv) v = scaled_rows();
+    auto q = randoms(static_cast<size_t>(T * H * hd), 1.5f);
+    for (auto& v : q) v = std::ldexp(v, -c.base - c.spread / 2);
+    const auto sink = randoms(static_cast<size_t>(H), 2.0f);
+    const auto selected = random_selection(rng, seqs, comp->rate, k_sel, 3);
+    const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+    const auto d_q = on_device(q), d_kv = on_device(kv);
+    const auto d_selected = on_device(selected);
+    const auto want = ref_attention(q, kv, wl, comp, &selected, k_sel, sink, scale, seqs, pools.host, H);
+    for (backend::Backend* b : {be.get(), tensor_cores.get()}) {
+      auto out = nan_output(static_cast<size_t>(T * H * hd));
+      b->sparse_attention(d_q.view({T, H, hd}), d_kv.view({T, hd}), wl, comp, d_selected.view({T, k_sel}), sink.data(),
+                          scale, seqs, pools.storage, out.view({T, H, hd}));
+      EXPECT_CLOSE(out.download(), want, std::string(c.what) + (b == be.get() ? "" : ", tensor cores"));
+    }
+  }
+}
+
 // Bounded replay after a prefix hit: window attention must not read ring rows below the window
 // floor (they belong to the slot's previous sequence: poisoned with NaN here), on every schedule.
 TEST_P(BackendOps, WindowFloorHidesOlderRingRows) {

@@ -3,243 +3,286 @@
 //
 // A CTA takes one token and 32 of its heads (kHeadsPerCta; a last group may be partial) and walks
 // the token's keys (window, then entries, in the order of the CUDA-core kernels) in tiles of 32:
-//  1. the tile's keys are gathered into shared memory with cp.async, one tile ahead of the MMAs
-//     (two buffers; rows a selection leaves empty, or past the token's own count, are zero and
-//     masked);
+//  1. the tile's keys, gathered into a float32 stage with cp.async one tile ahead, are split into
+//     f16 hi + lo planes, each key row scaled by a power of two (below);
 //  2. S = Q K^T (32 x 32) on the tensor cores; scaled, masked keys -> -inf;
-//  3. an online softmax per head over the tile (max, rescale of the running sum and output);
-//  4. O += P V (32 x head_dim), V being the same shared tile (K and V are one vector in V4).
-// The sink logit takes mass at the end and is dropped, as in combine_splits.
+//  3. an online softmax per head over the tile (max, rescale of the running sum and output), P
+//     split into f16 hi + lo planes;
+//  4. O += P V (32 x head_dim), V being the same planes (K and V are one vector in V4).
+// The sink logit takes mass at the end and is dropped, as in combine_splits. Key pointers are
+// looked up 256 at a time, one a thread (a selected entry's index, then its block: two dependent
+// loads that a warp walking its rows one by one waited for 4 times a tile).
 //
-// Key splits (sparse_attention_tc_splits, attention_kernels.h): at batch 32 the 64 CTAs (32 tokens x
-// 2 head groups) filled 64 of 132 SMs, each walking 640 keys (ncu, H100: 171 us a layer, 16x its
-// bytes). With splits, CTA (token, group, split) walks keys [split x split_keys, + split_keys) and
-// writes its running max, sum and unnormalised output as a partial, which the CUDA-core path's
-// combine kernel merges with the sink in split order.
+// Key splits (sparse_attention_tc_splits, attention_kernels.h): where a call's CTAs (token, head
+// group) would leave SMs idle, CTA (token, group, split) walks keys [split x split_keys, +
+// split_keys) and writes its running max, sum and unnormalised output as a partial, which the
+// CUDA-core path's combine kernel merges with the sink in split order.
 //
-// Precision: mma.sync m16n8k8 TF32 with every operand split in two TF32 parts (big = x rounded to
-// TF32, small = x - big rounded again) and three MMAs per product (small*big, big*small, big*big):
-// about float32's precision (the dropped small*small term is ~2^-22 relative), not its bits. The
-// softmax runs in float32 on the CUDA cores. A row's result depends only on its own token's
-// keys, so batching never changes it; it differs from the CUDA-core kernels in the low bits (a
-// different summation order), which is why the backend only picks it where those may differ
-// (ops_attention.cpp).
+// Precision: mma.sync m16n8k16 f16 with every operand in two f16 parts (hi = x rounded to f16, lo =
+// the rest rounded again: 22 significant bits) and three MMAs a product (lo hi, hi lo, hi hi; the
+// dropped lo lo term is ~2^-22 relative): about float32's precision, not its bits, as the split
+// TF32 kernel before it (tc_attention_tf32.cu) but at half its MMAs and with every split made once
+// (Q once a CTA, a key once a tile, P once by the softmax) rather than in front of each MMA. f16
+// has 5 exponent bits, so each row of Q and each key is scaled by 2^-e with its largest magnitude
+// in [2^14, 2^15) (mma::f16_block_exponent): S is scaled back by the row's and the key's 2^e; in
+// P V the key's scale moves into P (P'[h][j] = P[h][j] 2^(e_j - E), E the tile's largest e_j, so
+// P' <= P stays in [0, 1]) and O is kept in units of 2^E, rescaled with the running max when the
+// next tile's E differs. The softmax runs in float32 on the CUDA cores. A row's result depends only
+// on its own token's keys, so batching never changes it; it differs from the CUDA-core kernels in
+// the low bits, which is why the backend only picks it where those may differ (ops_attention.cpp).
 //
-// Step 2 splits head_dim over 4 warps (each then has 8 independent MMA chains rather than one long
-// one: the chains' latency, not issue, bounded a first version), and the softmax adds the four
-// partials in a fixed order.
+// Step 2 splits head_dim over 4 warps (each then has 8 independent MMA chains), and the softmax adds
+// the four partials in a fixed order. Fragments come from ldmatrix (the V operand transposed).
 //
-// Shared memory (head_dim 512): Q 32 x 516 floats (66 KB), two key tiles of 32 x 516 (132 KB), four
-// 32 x 36 planes of step 2's partials (the first then holds P): 217 KB, one CTA of 8 warps per SM.
-// Row strides of 4 mod 32 floats make the fragment loads of steps 2 and 4's P operand
-// conflict-free; step 4's V loads see 2-way conflicts.
+// Shared memory (head_dim 512): Q hi / lo and the tile's K hi / lo, 32 x 520 f16 each (130 KB), the
+// float32 stage 32 x 516 (66 KB), four 32 x 36 float planes of step 2's partials (18 KB), P hi / lo
+// 32 x 40 f16 (5 KB), 256 key pointers: 220 KB, one CTA of 8 warps per SM. Plane rows of 1,040
+// bytes (16 mod 128) put ldmatrix's 8 row addresses in distinct banks.
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <climits>
 #include <cstdint>
 
 #include "backend/cuda/attention_kernels.h"
 #include "backend/cuda/gemm_kernels.h"  // policy_from_env, positive_env
 #include "backend/cuda/launch_control.h"
 #include "backend/cuda/launch.cuh"
-#include "backend/cuda/state_math.cuh"
+#include "backend/cuda/mma_async.cuh"
+#include "backend/cuda/tc_attention_keys.cuh"
 
 namespace deepinfer::cuda {
 
 namespace {
 
-constexpr int kWarps = 8, kThreads = 32 * kWarps;
-constexpr int kHeadsPerCta = 32;  // two 16-row MMA tiles
-constexpr int kTileKeys = 32;
-constexpr int kPStride = kTileKeys + 4;
-constexpr int kMaxDimTilesPerWarp = static_cast<int>(kMaxAttentionHeadDim / 8 / 4);  // step 4: 4 warps share the dims
+using namespace tc_attention;
 
-__host__ __device__ constexpr int64_t row_stride(int64_t hd) { return hd + 4; }
+constexpr int kPtrKeys = kThreads;        // key pointers looked up at once, one a thread
+constexpr int kPPlaneStride = kTileKeys + 8;  // f16 a row of P's planes (80 bytes)
+constexpr int kRowChunks = static_cast<int>(kMaxAttentionHeadDim / 128);  // float4s a lane holds of a row
+constexpr int kNoExp = INT_MIN;           // no tile seen yet
 
-size_t shared_bytes(int64_t hd) {
-  return static_cast<size_t>((kHeadsPerCta + 2 * kTileKeys) * row_stride(hd) + 4 * kHeadsPerCta * kPStride) * sizeof(float) +
-         static_cast<size_t>(2 * kTileKeys) * sizeof(int32_t) + static_cast<size_t>(kHeadsPerCta) * sizeof(float);
-}
+// f16 a row of the Q / K planes: head_dim rounded up to the MMA's 16, then 8 more (16 bytes).
+__host__ __device__ constexpr int plane_stride(int64_t hd) { return static_cast<int>((hd + 15) / 16 * 16 + 8); }
+__host__ __device__ constexpr int stage_stride(int64_t hd) { return static_cast<int>(hd + 4); }
 
-__device__ __forceinline__ uint32_t to_tf32(float x) {
-  uint32_t r;
-  asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(r) : "f"(x));
-  return r;
-}
-
-__device__ __forceinline__ void cp_async16(float* dst, const float* src) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(static_cast<uint32_t>(__cvta_generic_to_shared(dst))),
-               "l"(src));
-}
-__device__ __forceinline__ void cp_async4(float* dst, const float* src) {
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(static_cast<uint32_t>(__cvta_generic_to_shared(dst))),
-               "l"(src));
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int N>
-__device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
-}
-
-// x as big + small TF32 parts.
-__device__ __forceinline__ void split_tf32(float x, uint32_t& big, uint32_t& small) {
-  big = to_tf32(x);
-  small = to_tf32(x - __uint_as_float(big));
-}
-
-__device__ __forceinline__ void mma_tf32(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-  asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
-// An A fragment (16 x 8: rows g, g + 8, columns t, t + 4 of lane (g, t)) split once for the MMAs
-// it feeds.
-struct SplitA {
-  uint32_t big[4], small[4];
-  __device__ __forceinline__ explicit SplitA(const float (&a)[4]) {
-#pragma unroll
-    for (int i = 0; i < 4; ++i) split_tf32(a[i], big[i], small[i]);
-  }
+// Byte offsets in shared memory. The K planes sit in front of the stage: step 4's last V loads at
+// a head size below 512 may read up to 48 bytes past a row (into columns never stored).
+struct Layout {
+  size_t q_hi, q_lo, k_hi, k_lo, stage, part, p_hi, p_lo, ptr, valid, kexp, qexp, corr, total;
 };
+__host__ __device__ constexpr Layout layout(int64_t hd) {
+  Layout l{};
+  const size_t plane = static_cast<size_t>(kHeadsPerCta) * plane_stride(hd) * 2;
+  l.q_hi = 0;
+  l.q_lo = plane;
+  l.k_hi = 2 * plane;
+  l.k_lo = 3 * plane;
+  l.stage = 4 * plane;
+  l.part = l.stage + static_cast<size_t>(kTileKeys) * stage_stride(hd) * 4;
+  l.p_hi = l.part + static_cast<size_t>(4 * kHeadsPerCta * kPStride) * 4;
+  l.p_lo = l.p_hi + static_cast<size_t>(kHeadsPerCta * kPPlaneStride) * 2;
+  l.ptr = l.p_lo + static_cast<size_t>(kHeadsPerCta * kPPlaneStride) * 2;
+  l.valid = l.ptr + static_cast<size_t>(kPtrKeys) * sizeof(void*);
+  l.kexp = l.valid + 2 * kTileKeys * 4;
+  l.qexp = l.kexp + kTileKeys * 4;
+  l.corr = l.qexp + kHeadsPerCta * 4;
+  l.total = l.corr + kHeadsPerCta * 4;
+  return l;
+}
+static_assert(kHeadsPerCta == kTileKeys, "the Q and K planes share one shape");
+static_assert(layout(kMaxAttentionHeadDim).total <= 227 * 1024, "one CTA an SM");
 
-// d += A B for B (8 x 8: rows t, t + 4, column g) in float32: three MMAs, small terms first.
-__device__ __forceinline__ void mma_3xtf32(float (&d)[4], const SplitA& a, float b0, float b1) {
-  uint32_t bb0, bs0, bb1, bs1;
-  split_tf32(b0, bb0, bs0);
-  split_tf32(b1, bb1, bs1);
-  mma_tf32(d, a.small, bb0, bb1);
-  mma_tf32(d, a.big, bs0, bs1);
-  mma_tf32(d, a.big, bb0, bb1);
+__device__ __forceinline__ uint32_t smem_u32(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+__device__ __forceinline__ void ldsm_x4(uint32_t (&r)[4], uint32_t addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
+__device__ __forceinline__ void ldsm_x4_trans(uint32_t (&r)[4], uint32_t addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
+// d += A B with A and B in hi + lo parts: the small terms first.
+__device__ __forceinline__ void mma_split(float (&d)[4], const uint32_t (&ah)[4], const uint32_t (&al)[4], uint32_t bh0,
+                                          uint32_t bh1, uint32_t bl0, uint32_t bl1) {
+  mma::mma_f16(d, al[0], al[1], al[2], al[3], bh0, bh1);
+  mma::mma_f16(d, ah[0], ah[1], ah[2], ah[3], bl0, bl1);
+  mma::mma_f16(d, ah[0], ah[1], ah[2], ah[3], bh0, bh1);
+}
+// 2^e for e <= 0, 0 below float's normal range (a key 2^126 below the tile's largest adds nothing).
+__device__ __forceinline__ float pow2_down(int e) { return e < -126 ? 0.0f : mma::pow2f(e); }
+
+// Row src of the stage (hd floats) times 2^-e as f16 hi + lo parts into the planes' rows, zeros
+// from hd up to the next multiple of 16, by the calling warp; returns e (mma::f16_block_exponent of
+// the row's largest magnitude).
+__device__ __forceinline__ int split_row(const float* src, int hd, int hd16, __half* hi, __half* lo) {
+  const int lane = static_cast<int>(threadIdx.x) & 31;
+  float4 v[kRowChunks];
+  float m = 0.0f;
+#pragma unroll
+  for (int i = 0; i < kRowChunks; ++i) {
+    const int c = 4 * lane + 128 * i;
+    v[i] = c < hd ? *reinterpret_cast<const float4*>(src + c) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    m = fmaxf(m, fmaxf(fmaxf(fabsf(v[i].x), fabsf(v[i].y)), fmaxf(fabsf(v[i].z), fabsf(v[i].w))));
+  }
+#pragma unroll
+  for (int off = 16; off > 0; off >>= 1) m = fmaxf(m, __shfl_xor_sync(kFull, m, off));
+  const int e = mma::f16_block_exponent(m);
+  const float s = mma::pow2f(-e);
+#pragma unroll
+  for (int i = 0; i < kRowChunks; ++i) {
+    const int c = 4 * lane + 128 * i;
+    if (c >= hd16) continue;
+    __half h[4], l[4];
+    mma::split2_f16(v[i].x * s, h[0], l[0]);
+    mma::split2_f16(v[i].y * s, h[1], l[1]);
+    mma::split2_f16(v[i].z * s, h[2], l[2]);
+    mma::split2_f16(v[i].w * s, h[3], l[3]);
+    *reinterpret_cast<uint2*>(hi + c) = make_uint2(mma::pack_f16(h[0], h[1]), mma::pack_f16(h[2], h[3]));
+    *reinterpret_cast<uint2*>(lo + c) = make_uint2(mma::pack_f16(l[0], l[1]), mma::pack_f16(l[2], l[3]));
+  }
+  return e;
 }
 
-// Key j of a token's list (window rows first, then entries), or null where a selection is empty.
-__device__ __forceinline__ const float* key_row(const SparseAttentionArgs& a, const DeviceSeq& seq, int64_t t,
-                                                int64_t p0, int64_t nwin, const float* ring, int64_t j) {
-  if (j < nwin) {
-    const int64_t p = p0 + j;
-    return p < seq.start ? ring + (p % a.window) * a.hd : a.kv + (seq.begin + p - seq.start) * a.hd;
-  }
-  int64_t e = j - nwin;
-  if (a.selected) {
-    e = a.selected[t * a.k_sel + e];
-    if (e < 0) return nullptr;
-  }
-  return dev_entry(a.st, seq, a.blocks, a.entries, e);
+// Pointers to keys [first, first + kPtrKeys) of the CTA's range (null: an empty selection, or past
+// the range), one a thread.
+__device__ __forceinline__ void look_up_keys(const SparseAttentionArgs& a, const TokenKeys& tk, int64_t first,
+                                             const float** ptr) {
+  const int64_t j = first + threadIdx.x;
+  ptr[threadIdx.x] = j < tk.k_end ? key_row(a, tk, j) : nullptr;
 }
 
-// hd floats of src (zeros for null) into dst (16-byte aligned) by the calling warp: cp.async, to be
-// committed and waited for by the caller.
-__device__ __forceinline__ void copy_row(const float* src, int64_t hd, float* dst) {
-  const int lane = threadIdx.x % 32;
-  if (src == nullptr) {
-    for (int64_t c = lane; c < hd; c += 32) dst[c] = 0.0f;
-  } else if ((hd & 3) == 0 && (reinterpret_cast<uintptr_t>(src) & 15) == 0) {
-    for (int64_t c = 4 * lane; c < hd; c += 128) cp_async16(dst + c, src + c);
-  } else {
-    for (int64_t c = lane; c < hd; c += 32) cp_async4(dst + c, src + c);
-  }
-}
-
-// Step 1 for one tile: its keys [base, base + 32) into k_tile (cp.async, not yet waited for) and
-// their flags into valid. Warp w takes keys w, w + 8, ...
-__device__ __forceinline__ void gather_tile(const SparseAttentionArgs& a, const DeviceSeq& seq, int64_t t, int64_t p0,
-                                            int64_t nwin, int64_t nkeys, const float* ring, int64_t base, float* k_tile,
-                                            int32_t* valid) {
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  const int64_t rs = row_stride(a.hd);
+// Step 1's copies for the tile at `base`: its keys into the stage (cp.async, not yet waited for)
+// and their flags into valid. Warp w takes keys w, w + 8, ...
+__device__ __forceinline__ void gather_tile(const SparseAttentionArgs& a, const TokenKeys& tk, int64_t base,
+                                            const float* const* ptr, float* stage, int ss, int32_t* valid) {
+  const int lane = static_cast<int>(threadIdx.x) & 31, warp = static_cast<int>(threadIdx.x) >> 5;
+  const int64_t first = (base - tk.k_begin) % kPtrKeys;
   for (int r = warp; r < kTileKeys; r += kWarps) {
-    const int64_t j = base + r;
-    const float* key = j < nkeys ? key_row(a, seq, t, p0, nwin, ring, j) : nullptr;
-    copy_row(key, a.hd, k_tile + r * rs);
+    const float* key = ptr[first + r];
+    copy_row(key, a.hd, stage + r * ss);
     if (lane == 0) valid[r] = key != nullptr;
   }
 }
 
-// Where partials go (m null: no splits, the CTA writes the normalised output).
-struct SplitOut {
-  float* m;
-  float* l;
-  float* o;
-  int64_t splits, keys;
-};
-
 __global__ void __launch_bounds__(kThreads, 1) sparse_attention_tc_kernel(SparseAttentionArgs a, int64_t t0, SplitOut so) {
   wait_for_previous_kernel();
-  extern __shared__ float smem[];
-  const int hd = static_cast<int>(a.hd), rs = static_cast<int>(row_stride(hd));  // <= 516
-  float* q_s = smem;                                  // [32, rs]
-  float* k_s = q_s + kHeadsPerCta * rs;               // [2][32, rs]: the tile in use and the next
-  float* p_s = k_s + 2 * kTileKeys * rs;              // [4][32, kPStride]: step 2's partials, plane 0 then P
-  auto* valid_s = reinterpret_cast<int32_t*>(p_s + 4 * kHeadsPerCta * kPStride);  // [2][32]
-  float* corr_s = reinterpret_cast<float*>(valid_s + 2 * kTileKeys);         // [32]
+  extern __shared__ __align__(16) unsigned char smem[];
+  const Layout L = layout(a.hd);
+  auto* q_hi = reinterpret_cast<__half*>(smem + L.q_hi);
+  auto* q_lo = reinterpret_cast<__half*>(smem + L.q_lo);
+  auto* k_hi = reinterpret_cast<__half*>(smem + L.k_hi);
+  auto* k_lo = reinterpret_cast<__half*>(smem + L.k_lo);
+  auto* stage = reinterpret_cast<float*>(smem + L.stage);  // [32, ss]
+  auto* part_s = reinterpret_cast<float*>(smem + L.part);  // [4][32, kPStride]
+  auto* p_hi = reinterpret_cast<__half*>(smem + L.p_hi);   // [32, kPPlaneStride]
+  auto* p_lo = reinterpret_cast<__half*>(smem + L.p_lo);
+  auto* ptr_s = reinterpret_cast<const float**>(smem + L.ptr);  // [kPtrKeys]
+  auto* valid_s = reinterpret_cast<int32_t*>(smem + L.valid);   // [2][32]
+  auto* kexp_s = reinterpret_cast<int32_t*>(smem + L.kexp);     // [32]: key j is its plane rows times 2^kexp
+  auto* qexp_s = reinterpret_cast<int32_t*>(smem + L.qexp);     // [32]: the same for Q's rows
+  auto* corr_s = reinterpret_cast<float*>(smem + L.corr);       // [32]
 
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane / 4, tg = lane % 4;
-  const int64_t groups = (a.H + kHeadsPerCta - 1) / kHeadsPerCta;
-  const int64_t t = t0 + blockIdx.x / groups, h0 = (blockIdx.x % groups) * kHeadsPerCta;
-  const int64_t heads = a.H - h0 < kHeadsPerCta ? a.H - h0 : kHeadsPerCta;
+  const int hd = static_cast<int>(a.hd), hd16 = (hd + 15) / 16 * 16, ps = plane_stride(hd), ss = stage_stride(hd);
+  const int lane = static_cast<int>(threadIdx.x) & 31, warp = static_cast<int>(threadIdx.x) >> 5;
+  const int g = lane / 4, tg = lane % 4;
+  const TokenKeys tk = token_keys(a, t0, so);
 
-  const DeviceSeq seq = a.seqs[seq_of_token(a.seqs, a.nseq, t)];
-  const int64_t pos = seq.start + (t - seq.begin);
-  const int64_t p0 = pos - a.window + 1 > seq.window_floor ? pos - a.window + 1 : seq.window_floor;
-  const int64_t nwin = pos - p0 + 1;
-  const int64_t nkeys = nwin + (!a.has_entries ? 0 : a.selected ? a.k_sel : (pos + 1) / a.entries.rate);
-  const float* ring = a.st.slots + static_cast<int64_t>(seq.slot) * a.st.slot_elems + a.window_offset;
-  // The CTA's keys: all, or its split's (a multiple of the tile; a split past the list is empty).
-  const int64_t k_begin = so.m ? static_cast<int64_t>(blockIdx.y) * so.keys : 0;
-  const int64_t k_end = so.m ? (k_begin + so.keys < nkeys ? k_begin + so.keys : nkeys) : nkeys;
-
-  // Q of the CTA's heads (rows past the last head are zero) and the first tile: one cp.async group.
+  // Q of the CTA's heads (rows past the last head are zero) through the stage into its planes, and
+  // the first keys' pointers, then the first tile's copies.
   for (int r = warp; r < kHeadsPerCta; r += kWarps)
-    copy_row(r < heads ? a.q + (t * a.H + h0 + r) * hd : nullptr, hd, q_s + r * rs);
-  gather_tile(a, seq, t, p0, nwin, nkeys, ring, k_begin, k_s, valid_s);
+    copy_row(r < tk.heads ? a.q + (tk.t * a.H + tk.h0 + r) * hd : nullptr, hd, stage + r * ss);
+  cp_async_commit();
+  look_up_keys(a, tk, tk.k_begin, ptr_s);
+  cp_async_wait<0>();
+  __syncthreads();
+  for (int r = warp; r < kHeadsPerCta; r += kWarps) {
+    const int e = split_row(stage + r * ss, hd, hd16, q_hi + r * ps, q_lo + r * ps);
+    if (lane == 0) qexp_s[r] = e;
+  }
+  __syncthreads();
+  if (tk.k_begin < tk.k_end) gather_tile(a, tk, tk.k_begin, ptr_s, stage, ss, valid_s);
   cp_async_commit();
 
-  // Warp (mh, kq): heads 16 mh .. + 15; in step 2 head_dim's k-steps kq + 4 i, in step 4 its dim
-  // tiles nd + 4 i (nd = kq).
+  // Warp (mh, kq): heads 16 mh .. + 15; in step 2 head_dim's 16-column k-steps kq + 4 i, in step 4
+  // its dim tiles nd + 4 i (nd = kq).
   const int mh = warp & 1, kq = warp >> 1, nd = kq;
-  const int dim_tiles = static_cast<int>(hd / 8), ksteps = dim_tiles;
+  const int dim_tiles = hd / 8, ksteps = hd16 / 16;
   float o[kMaxDimTilesPerWarp][4];
 #pragma unroll
   for (int i = 0; i < kMaxDimTilesPerWarp; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
-  // The running max and sum of head threadIdx.x / 8 (held by its 8 threads alike).
+  // The running max and sum of head threadIdx.x / 8 (held by its 8 threads alike), and the power
+  // of two O is kept in (the same in every thread: the keys' flags and scales are the tile's).
   float m_run = neg_inf(), l_run = 0.0f;
+  int e_run = kNoExp;
 
-  int buf = 0;
-  for (int64_t base = k_begin; base < k_end; base += kTileKeys, buf ^= 1) {
-    // 1. The next tile into the other buffer (free: the barrier at the end of the last tile), then
-    // wait for this one.
-    if (base + kTileKeys < k_end)
-      gather_tile(a, seq, t, p0, nwin, nkeys, ring, base + kTileKeys, k_s + (buf ^ 1) * kTileKeys * rs,
-                  valid_s + (buf ^ 1) * kTileKeys);
-    cp_async_commit();
-    cp_async_wait<1>();
+  // ldmatrix row addresses of this lane. A operands (Q, P): matrices (rows 0-7, k 0-7), (rows
+  // 8-15, k 0-7), (rows 0-7, k 8-15), (rows 8-15, k 8-15). K as B: (keys 0-7, k 0-7), (keys 0-7,
+  // k 8-15), (keys 8-15, k 0-7), (keys 8-15, k 8-15). V as B, transposed: (keys 0-7, dims d0),
+  // (keys 8-15, d0), (keys 0-7, d1), (keys 8-15, d1).
+  const int a_row = 16 * mh + (lane & 7) + 8 * ((lane >> 3) & 1), a_col = 8 * (lane >> 4);
+  const int b_key = 8 * (lane >> 4) + (lane & 7), b_col = 8 * ((lane >> 3) & 1);
+  const int v_key = (lane & 7) + 8 * ((lane >> 3) & 1), v_dim = 8 * (nd + 4 * (lane >> 4));
+  const uint32_t qa_hi = smem_u32(q_hi + a_row * ps + a_col), qa_lo = smem_u32(q_lo + a_row * ps + a_col);
+  const uint32_t kb_hi = smem_u32(k_hi + b_key * ps + b_col), kb_lo = smem_u32(k_lo + b_key * ps + b_col);
+  const uint32_t pa_hi = smem_u32(p_hi + a_row * kPPlaneStride + a_col);
+  const uint32_t pa_lo = smem_u32(p_lo + a_row * kPPlaneStride + a_col);
+  const uint32_t vb_hi = smem_u32(k_hi + v_key * ps + v_dim), vb_lo = smem_u32(k_lo + v_key * ps + v_dim);
+  const uint32_t key_rows16 = 16 * ps * 2;  // bytes from key j to key j + 16
+
+  int par = 0;
+  for (int64_t base = tk.k_begin; base < tk.k_end; base += kTileKeys, par ^= 1) {
+    // 1. Wait for this tile's copies, split its keys into the K planes (free: the barrier at the
+    // end of the last tile), look up the pointers of the next 256 keys where the next tile starts
+    // them, then copy the next tile into the stage (free once the splits are done).
+    cp_async_wait<0>();
     __syncthreads();
-    const float* k_tile = k_s + buf * kTileKeys * rs;
-    const int32_t* valid = valid_s + buf * kTileKeys;
+    for (int r = warp; r < kTileKeys; r += kWarps) {
+      const int e = split_row(stage + r * ss, hd, hd16, k_hi + r * ps, k_lo + r * ps);
+      if (lane == 0) kexp_s[r] = e;
+    }
+    const int64_t next = base + kTileKeys;
+    if (next < tk.k_end && (next - tk.k_begin) % kPtrKeys == 0) look_up_keys(a, tk, next, ptr_s);
+    __syncthreads();
+    if (next < tk.k_end) gather_tile(a, tk, next, ptr_s, stage, ss, valid_s + (par ^ 1) * kTileKeys);
+    cp_async_commit();
+    const int32_t* valid = valid_s + par * kTileKeys;
 
     // 2. S = Q K^T: warp (mh, kq) sums its 16 heads x the tile's 32 keys over the k-steps kq,
     // kq + 4, ... of head_dim (8 independent MMA chains: 4 key tiles x even / odd steps), then
-    // the four partials go to part_s[kq] (part_s[0] is P).
+    // the four partials go to part_s[kq].
     {
       float acc[2][4][4];
 #pragma unroll
       for (int e = 0; e < 2; ++e)
 #pragma unroll
         for (int n = 0; n < 4; ++n) acc[e][n][0] = acc[e][n][1] = acc[e][n][2] = acc[e][n][3] = 0.0f;
-      const float* qa = q_s + (16 * mh + g) * rs + tg;
-      const float* kb = k_tile + g * rs + tg;
       auto step = [&](int ks, float (&d)[4][4]) {
-        const int k = 8 * ks;
-        const SplitA qa_frag({qa[k], qa[8 * rs + k], qa[k + 4], qa[8 * rs + k + 4]});
+        const uint32_t k_off = 32u * ks;  // 16 f16
+        uint32_t ah[4], al[4], bh[2][4], bl[2][4];
+        ldsm_x4(ah, qa_hi + k_off);
+        ldsm_x4(al, qa_lo + k_off);
 #pragma unroll
-        for (int n = 0; n < 4; ++n) mma_3xtf32(d[n], qa_frag, kb[8 * n * rs + k], kb[8 * n * rs + k + 4]);
+        for (int p = 0; p < 2; ++p) {
+          ldsm_x4(bh[p], kb_hi + p * key_rows16 + k_off);
+          ldsm_x4(bl[p], kb_lo + p * key_rows16 + k_off);
+        }
+#pragma unroll
+        for (int n = 0; n < 4; ++n) {
+          const int p = n >> 1, j = 2 * (n & 1);
+          mma_split(d[n], ah, al, bh[p][j], bh[p][j + 1], bl[p][j], bl[p][j + 1]);
+        }
       };
       for (int ks = kq; ks < ksteps; ks += 8) {
         step(ks, acc[0]);
         if (ks + 4 < ksteps) step(ks + 4, acc[1]);
       }
-      float* part = p_s + kq * kHeadsPerCta * kPStride;
+      float* part = part_s + kq * kHeadsPerCta * kPStride;
 #pragma unroll
       for (int n = 0; n < 4; ++n)
 #pragma unroll
@@ -249,42 +292,61 @@ __global__ void __launch_bounds__(kThreads, 1) sparse_attention_tc_kernel(Sparse
     __syncthreads();
 
     // 3. Online softmax: head threadIdx.x / 8, keys 4 (threadIdx.x % 8) .. + 3; the scores are the
-    // partials summed in order, scaled, masked.
+    // partials summed in order, scaled back by the row's and the key's powers of two, scaled,
+    // masked. P' = P 2^(e_j - E) goes to the P planes; O's factor for this tile is corr 2^(E_run - E).
     {
       constexpr int kPer = kTileKeys / 8;
-      const int row = threadIdx.x / 8, c0 = kPer * (threadIdx.x % 8);
-      float* pr = p_s + row * kPStride + c0;
+      const int row = static_cast<int>(threadIdx.x) / 8, c0 = kPer * (static_cast<int>(threadIdx.x) % 8);
+      const float* pr = part_s + row * kPStride + c0;
+      const float q_back = mma::pow2f(qexp_s[row]);
       float sc[kPer];
+      int ke[kPer];
       float mx = neg_inf();
+      int e_tile = kNoExp;
 #pragma unroll
       for (int c = 0; c < kPer; ++c) {
         float v = pr[c];
 #pragma unroll
         for (int q = 1; q < 4; ++q) v += pr[q * kHeadsPerCta * kPStride + c];
-        sc[c] = valid[c0 + c] ? v * a.scale : neg_inf();
+        ke[c] = kexp_s[c0 + c];
+        const bool ok = valid[c0 + c] != 0;
+        sc[c] = ok ? v * q_back * mma::pow2f(ke[c]) * a.scale : neg_inf();
+        if (ok) e_tile = max(e_tile, ke[c]);
         mx = fmaxf(mx, sc[c]);
       }
 #pragma unroll
-      for (int off = 4; off > 0; off >>= 1) mx = fmaxf(mx, __shfl_xor_sync(kFull, mx, off));
+      for (int off = 4; off > 0; off >>= 1) {
+        mx = fmaxf(mx, __shfl_xor_sync(kFull, mx, off));
+        e_tile = max(e_tile, __shfl_xor_sync(kFull, e_tile, off));
+      }
+      if (e_tile == kNoExp) e_tile = e_run == kNoExp ? 0 : e_run;  // no key in this tile
       const float m_new = fmaxf(m_run, mx);
       // A tile with no key of this head's row yet (m_new = -inf) leaves everything as it is.
       const float corr = m_new == neg_inf() ? 1.0f : expf(m_run - m_new);
       float sum = 0.0f;
+      __half h[kPer], l[kPer];
 #pragma unroll
       for (int c = 0; c < kPer; ++c) {
         const float p = m_new == neg_inf() ? 0.0f : expf(sc[c] - m_new);
-        pr[c] = p;
         sum += p;
+        mma::split2_f16(p * pow2_down(ke[c] - e_tile), h[c], l[c]);
       }
+      *reinterpret_cast<uint2*>(p_hi + row * kPPlaneStride + c0) = make_uint2(mma::pack_f16(h[0], h[1]), mma::pack_f16(h[2], h[3]));
+      *reinterpret_cast<uint2*>(p_lo + row * kPPlaneStride + c0) = make_uint2(mma::pack_f16(l[0], l[1]), mma::pack_f16(l[2], l[3]));
 #pragma unroll
       for (int off = 4; off > 0; off >>= 1) sum += __shfl_xor_sync(kFull, sum, off);
       l_run = l_run * corr + sum;
       m_run = m_new;
-      if (threadIdx.x % 8 == 0) corr_s[row] = corr;
+      // O from units of 2^E_run to 2^E (its e's are within [-110, 113]; clamped to float's normal
+      // range, which only keys 2^126 apart in magnitude reach).
+      const float units = e_run == kNoExp ? 1.0f : mma::pow2f(min(max(e_run - e_tile, -126), 127));
+      e_run = e_tile;
+      if (threadIdx.x % 8 == 0) corr_s[row] = corr * units;
     }
     __syncthreads();
 
-    // 4. O = O * corr + P V for the warp's 16 heads x dim tiles nd, nd + 4, ...
+    // 4. O = O * corr + P' V for the warp's 16 heads x dim tiles nd, nd + 4, ... (pairs nd + 8 j,
+    // nd + 8 j + 4 from one transposed load).
     {
       const float c_lo = corr_s[16 * mh + g], c_hi = corr_s[16 * mh + g + 8];
 #pragma unroll
@@ -294,39 +356,46 @@ __global__ void __launch_bounds__(kThreads, 1) sparse_attention_tc_kernel(Sparse
         o[i][2] *= c_hi;
         o[i][3] *= c_hi;
       }
-      const float* pa = p_s + (16 * mh + g) * kPStride + tg;
 #pragma unroll
-      for (int k = 0; k < kTileKeys; k += 8) {
-        const SplitA pa_frag({pa[k], pa[8 * kPStride + k], pa[k + 4], pa[8 * kPStride + k + 4]});
-        const float* vb = k_tile + (k + tg) * rs + g;
+      for (int kk = 0; kk < kTileKeys; kk += 16) {
+        uint32_t ph[4], pl[4];
+        ldsm_x4(ph, pa_hi + 2u * kk);
+        ldsm_x4(pl, pa_lo + 2u * kk);
+        const uint32_t v_off = kk * ps * 2;
 #pragma unroll
-        for (int i = 0; i < kMaxDimTilesPerWarp; ++i) {
-          const int tile = nd + 4 * i;
-          if (tile < dim_tiles) mma_3xtf32(o[i], pa_frag, vb[8 * tile], vb[4 * rs + 8 * tile]);
+        for (int j = 0; j < kMaxDimTilesPerWarp / 2; ++j) {
+          if (nd + 8 * j >= dim_tiles) continue;
+          uint32_t vh[4], vl[4];
+          ldsm_x4_trans(vh, vb_hi + v_off + 128u * j);  // 64 dims on
+          ldsm_x4_trans(vl, vb_lo + v_off + 128u * j);
+          mma_split(o[2 * j], ph, pl, vh[0], vh[1], vl[0], vl[1]);
+          if (nd + 8 * j + 4 < dim_tiles) mma_split(o[2 * j + 1], ph, pl, vh[2], vh[3], vl[2], vl[3]);
         }
       }
     }
-    __syncthreads();  // this tile's buffer and P are rewritten next
+    __syncthreads();  // the K planes, P and the stage's flags are rewritten next
   }
 
-  // Each head's running max and sum for every thread of the CTA.
+  // Each head's running max and sum for every thread of the CTA (P's hi plane is free now).
+  auto* l_s = reinterpret_cast<float*>(p_hi);
   if (threadIdx.x % 8 == 0) {
     corr_s[threadIdx.x / 8] = m_run;
-    p_s[threadIdx.x / 8] = l_run;  // P is free now
+    l_s[threadIdx.x / 8] = l_run;
   }
   __syncthreads();
+  const float units = e_run == kNoExp ? 1.0f : mma::pow2f(e_run);  // O back from units of 2^E
   // A split writes its partial: its max, its sum and O relative to that max (combine_splits' input).
   // The whole list gives the sink its share of the mass: out = O e^(m - M) / (l e^(m - M) + e^(sink - M)).
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
     const int row = 16 * mh + g + 8 * half;
-    if (row >= heads) continue;
-    const int64_t h = h0 + row;
-    const float m = corr_s[row], l = p_s[row];
+    if (row >= tk.heads) continue;
+    const int64_t h = tk.h0 + row;
+    const float m = corr_s[row], l = l_s[row];
     float* out;
     float scale = 1.0f;
     if (so.m) {
-      const int64_t slot = ((t - t0) * a.H + h) * so.splits + blockIdx.y;
+      const int64_t slot = ((tk.t - t0) * a.H + h) * so.splits + blockIdx.y;
       if (kq == 0 && tg == 0) {
         so.m[slot] = m;
         so.l[slot] = l;
@@ -336,26 +405,28 @@ __global__ void __launch_bounds__(kThreads, 1) sparse_attention_tc_kernel(Sparse
       const float sink = a.sink[h], M = fmaxf(m, sink);
       const float f = m == neg_inf() ? 0.0f : expf(m - M);
       scale = f / (l * f + expf(sink - M));
-      out = a.out + (t * a.H + h) * hd;
+      out = a.out + (tk.t * a.H + h) * hd;
     }
 #pragma unroll
     for (int i = 0; i < kMaxDimTilesPerWarp; ++i) {
       const int tile = nd + 4 * i;
       if (tile >= dim_tiles) continue;
       const int64_t c = 8 * tile + 2 * tg;
-      out[c] = o[i][2 * half] * scale;
-      out[c + 1] = o[i][2 * half + 1] * scale;
+      out[c] = o[i][2 * half] * units * scale;
+      out[c + 1] = o[i][2 * half + 1] * units * scale;
     }
   }
 }
 
 // The kernel for tokens [t0, t0 + tokens), so.splits CTAs a (token, head group) where it writes partials.
 void launch_tc_kernel(const SparseAttentionArgs& a, int64_t t0, int64_t tokens, const SplitOut& so) {
+  static const bool tf32 = positive_env("DEEPINFER_TC_ATTENTION_TF32", 0) > 0;
+  if (tf32) return launch_tf32_kernel(a, t0, tokens, so);
   const int64_t groups = (a.H + kHeadsPerCta - 1) / kHeadsPerCta;
   // Opted in once for the largest head size (the attribute is a ceiling).
-  if (!allow_dynamic_smem<sparse_attention_tc_kernel>(shared_bytes(kMaxAttentionHeadDim))) return;
+  if (!allow_dynamic_smem<sparse_attention_tc_kernel>(layout(kMaxAttentionHeadDim).total)) return;
   const dim3 grid(static_cast<unsigned>(tokens * groups), static_cast<unsigned>(so.m ? so.splits : 1));
-  launch(sparse_attention_tc_kernel, grid, kThreads, shared_bytes(a.hd), a, t0, so);
+  launch(sparse_attention_tc_kernel, grid, kThreads, layout(a.hd).total, a, t0, so);
 }
 
 }  // namespace
