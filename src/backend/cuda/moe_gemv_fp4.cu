@@ -132,14 +132,14 @@ __host__ __device__ constexpr size_t smem_bytes(int64_t K) {
 // The tile's x rows into the planes: half-warp h of warp w takes steps 2 w + h, + 16, ...; lane l
 // of it columns 8 l .. 8 l + 7 of the step, stored in f4_mma_x_position order. The step's largest
 // magnitude sets its power of two (mma::f16_block_exponent), as in decode_gemv_tc.cu's split_x. Rows past
-// `rows` get no planes: the MMAs read zeros for their columns.
+// `rows` get no planes: their B columns read stale ones, whose sums are never stored.
 template <int TOK, int P>
 __device__ void split_x(const Args& a, int64_t rb, int rows, __half* planes, float* step_scale) {
   const int lane = static_cast<int>(threadIdx.x) & 31, warp = static_cast<int>(threadIdx.x) >> 5;
   const int half = lane >> 4, hl = lane & 15;
   const int64_t K = a.K, stride = plane_stride(K), nsteps = K / kStepK;
   for (int tok = 0; tok < TOK; ++tok) {
-    if (tok >= rows) {  // no planes (their B columns read as zeros); a finite scale for the unused sums
+    if (tok >= rows) {  // no planes (their B columns read stale ones, never stored); a finite scale
       for (int64_t st = threadIdx.x; st < nsteps; st += threads<TOK>()) step_scale[tok * nsteps + st] = 1.0f;
       continue;
     }
@@ -216,7 +216,7 @@ __global__ void __launch_bounds__(threads<TOK>(), TOK == 8 ? 1 : 2) moe_gemv_fp4
   // [row 0..15][kF32RowFloats]: step s's four block scales at s * 4 (f32_window only).
   float* fwin = reinterpret_cast<float*>(smem + stages<TOK, P>() * kStageBytes + scale_bytes<TOK>() +
                                          warp * kWarpF32WindowBytes);
-  // The tokens of B columns 8 cg + 2t and 8 cg + 2t + 1 (columns past P TOK are zero: any scale).
+  // The tokens of B columns 8 cg + 2t and 8 cg + 2t + 1 (columns past P TOK are never stored: any scale).
   int tok0[G], tok1[G];
 #pragma unroll
   for (int cg = 0; cg < G; ++cg) {
@@ -244,11 +244,17 @@ __global__ void __launch_bounds__(threads<TOK>(), TOK == 8 ? 1 : 2) moe_gemv_fp4
     // The warp's n-th step into stage st: block t of rows g and g + 8; at the first step of a
     // window, also the window's scale words of the two rows (steps n + 2t, n + 2t + 1 from lane t),
     // in the same copy group.
+    // (Called for n = 0, 1, 2, ... in turn: the sources advance by a step each call instead of
+    // being recomputed in 64 bits.)
+    const uint8_t* q0 = p0 + (ksi * 64 + 16 * t);
+    const uint8_t* q1 = p1 + (ksi * 64 + 16 * t);
+    const int64_t q_step = static_cast<int64_t>(ks) * 64;
     auto copy_step = [&](int n, int st) {
-      const int64_t sp = ksi + static_cast<int64_t>(n) * ks;
       unsigned char* ws = wstage + static_cast<size_t>(st) * kStageBytes;
-      copy16_async(ws + piece(0, t), p0 + sp * 64 + 16 * t, true);
-      copy16_async(ws + piece(1, t), p1 + sp * 64 + 16 * t, true);
+      copy16_async(ws + piece(0, t), q0, true);
+      copy16_async(ws + piece(1, t), q1, true);
+      q0 += q_step;
+      q1 += q_step;
       if (n % kWindow == 0) {
         uint32_t* win = window_of(n);
 #pragma unroll
@@ -319,10 +325,10 @@ __global__ void __launch_bounds__(threads<TOK>(), TOK == 8 ? 1 : 2) moe_gemv_fp4
         const float sg = scale_g[blk], sg8 = scale_g8[blk];
 #pragma unroll
         for (int cg = 0; cg < G; ++cg) {
-          const int plane = 8 * cg + g;  // this lane's B column
-          uint4 xv = make_uint4(0, 0, 0, 0);
-          if (plane < P * rows)
-            xv = *reinterpret_cast<const uint4*>(planes + plane * stride + sp * kStepK + 32 * blk + 8 * t);
+          // This lane's B column's plane, or (columns past the tile's P rows) some plane: those
+          // columns' sums are never stored (nor read by tile_row_sum), so no zeros are needed.
+          const int plane = min(8 * cg + g, P * TOK - 1);
+          const uint4 xv = *reinterpret_cast<const uint4*>(planes + plane * stride + sp * kStepK + 32 * blk + 8 * t);
           float c[4] = {0.f, 0.f, 0.f, 0.f};
           mma_f16(c, a0[0], a0[1], a0[2], a0[3], xv.x, xv.y);
           mma_f16(c, a1[0], a1[1], a1[2], a1[3], xv.z, xv.w);
