@@ -65,12 +65,7 @@ constexpr int kPlanePad = 32;     // f16 after each x plane: 16-byte reads of pl
 constexpr size_t kWarpStageBytes = 2 * 32 * 16;
 template <int TOK>
 __host__ __device__ constexpr size_t stage_bytes() { return warps<TOK>() * kWarpStageBytes; }
-// A warp's scale windows: 2 (one read while the next lands) of kWindow steps' words for its 16
-// rows, kWindow + 1 words a row (rows g = 0..7 read at step s then fall in distinct banks).
 constexpr int kWindow = 8, kWindowRowWords = kWindow + 1;
-constexpr size_t kWarpScaleBytes = 2 * kTileRows * kWindowRowWords * 4;
-template <int TOK>
-__host__ __device__ constexpr size_t scale_bytes() { return warps<TOK>() * kWarpScaleBytes; }
 // Tiles of 2 tokens also decode each window once into float32 scales ([row][step][block], rows
 // kF32RowFloats apart: the 8 rows read at a step fall in distinct banks), which the steps read as
 // two float4s: each lane decoded its rows' 8 scales every step before (~45 of the ~250
@@ -81,11 +76,34 @@ template <int TOK, int P>
 __host__ __device__ constexpr bool f32_window() { return TOK == 2 && P == 2; }
 constexpr int kF32RowFloats = 4 * kWindow + 4;
 constexpr size_t kWarpF32WindowBytes = kTileRows * kF32RowFloats * 4;
+// Tiles of 8 tokens (x in 2 parts) decode each window once too, into bf16 scales (the E8M0 values
+// are exactly bf16's: a power of two, 2^-127 subnormal, NaN), [row][step][block] with rows
+// kBf16RowBytes apart (LDS.64 of rows g = 0..7 in distinct banks): 1.1 KB a warp, which their
+// shared memory holds once the raw words keep one window instead of two (the window is decoded at
+// its first step, the next one's words are copied kStages - 1 steps before its own first step).
 template <int TOK, int P>
-__host__ __device__ constexpr size_t f32_window_bytes() {
-  return f32_window<TOK, P>() ? warps<TOK>() * kWarpF32WindowBytes : 0;
+__host__ __device__ constexpr bool bf16_window() { return TOK == 8 && P == 2; }
+constexpr int kBf16RowBytes = 8 * kWindow + 8;
+constexpr size_t kWarpBf16WindowBytes = kTileRows * kBf16RowBytes;
+// A warp's raw scale windows: 2 (one read while the next lands; 1 with bf16 windows) of kWindow
+// steps' words for its 16 rows, kWindow + 1 words a row (rows g = 0..7 read at step s then fall in
+// distinct banks).
+template <int TOK, int P>
+__host__ __device__ constexpr int raw_windows() { return bf16_window<TOK, P>() ? 1 : 2; }
+template <int TOK, int P>
+__host__ __device__ constexpr size_t warp_scale_bytes() {
+  return raw_windows<TOK, P>() * kTileRows * kWindowRowWords * 4;
 }
-constexpr size_t kMaxSmem = 200 * 1024;
+template <int TOK, int P>
+__host__ __device__ constexpr size_t scale_bytes() { return warps<TOK>() * warp_scale_bytes<TOK, P>(); }
+// The decoded windows (f32 or bf16), after the raw ones.
+template <int TOK, int P>
+__host__ __device__ constexpr size_t decoded_window_bytes() {
+  return warps<TOK>() * (f32_window<TOK, P>() ? kWarpF32WindowBytes : bf16_window<TOK, P>() ? kWarpBf16WindowBytes : 0);
+}
+// Dynamic shared memory a kernel may take: with the 8-token kernel's 16 KB of static reduction
+// space, at most the 227 KB a block may hold.
+constexpr size_t kMaxSmem = 210 * 1024;
 
 #pragma GCC diagnostic push
 #pragma GCC diagnostic error "-Wpadded"  // launch() folds the argument bytes into the step signature
@@ -121,7 +139,7 @@ __host__ __device__ constexpr int64_t plane_stride(int64_t K) { return K + kPlan
 // planes of x, then the steps' powers of two [TOK][K / 128].
 template <int TOK, int P>
 __host__ __device__ constexpr size_t planes_offset() {
-  return stages<TOK, P>() * stage_bytes<TOK>() + scale_bytes<TOK>() + f32_window_bytes<TOK, P>();
+  return stages<TOK, P>() * stage_bytes<TOK>() + scale_bytes<TOK, P>() + decoded_window_bytes<TOK, P>();
 }
 template <int TOK, int P>
 __host__ __device__ constexpr size_t smem_bytes(int64_t K) {
@@ -206,16 +224,21 @@ __global__ void __launch_bounds__(threads<TOK>(), TOK == 8 ? 1 : 2) moe_gemv_fp4
   const int per_job = static_cast<int>((nsteps - ksi + ks - 1) / ks);
   unsigned char* wstage = smem + static_cast<size_t>(warp) * kWarpStageBytes;  // + st * kStageBytes
   // [window parity][row 0..15][kWindowRowWords]
-  uint32_t* wscale = reinterpret_cast<uint32_t*>(smem + stages<TOK, P>() * kStageBytes + warp * kWarpScaleBytes);
+  uint32_t* wscale =
+      reinterpret_cast<uint32_t*>(smem + stages<TOK, P>() * kStageBytes + warp * warp_scale_bytes<TOK, P>());
   const int slot = g >> 1;
   // Byte offset in a stage of block b of row j * 8 + g (j = 0: row g, 1: row g + 8): a row's 4
   // blocks side by side, block b at slot b ^ (g / 2).
   auto piece = [&](int j, int b) { return ((j * 8 + g) * 4 + (b ^ slot)) * 16; };
   // The scale window of the warp's n-th step (of a job): [row 0..15][kWindowRowWords], 2 in turn.
-  auto window_of = [&](int n) { return wscale + (n / kWindow) % 2 * (kTileRows * kWindowRowWords); };
-  // [row 0..15][kF32RowFloats]: step s's four block scales at s * 4 (f32_window only).
-  float* fwin = reinterpret_cast<float*>(smem + stages<TOK, P>() * kStageBytes + scale_bytes<TOK>() +
-                                         warp * kWarpF32WindowBytes);
+  auto window_of = [&](int n) {
+    return wscale + (raw_windows<TOK, P>() == 2 ? (n / kWindow) % 2 : 0) * (kTileRows * kWindowRowWords);
+  };
+  // The decoded window: [row 0..15][kF32RowFloats] floats, step s's four block scales at s * 4
+  // (f32_window), or [row 0..15][kBf16RowBytes] bytes, step s's at s * 8 (bf16_window).
+  unsigned char* dwin = smem + stages<TOK, P>() * kStageBytes + scale_bytes<TOK, P>() +
+                        warp * (decoded_window_bytes<TOK, P>() / warps<TOK>());
+  float* fwin = reinterpret_cast<float*>(dwin);
   // The tokens of B columns 8 cg + 2t and 8 cg + 2t + 1 (columns past P TOK are never stored: any scale).
   int tok0[G], tok1[G];
 #pragma unroll
@@ -309,6 +332,24 @@ __global__ void __launch_bounds__(threads<TOK>(), TOK == 8 ? 1 : 2) moe_gemv_fp4
         const float4 f8 = *reinterpret_cast<const float4*>(fwin + (8 + g) * kF32RowFloats + (i % kWindow) * 4);
         scale_g[0] = fg.x, scale_g[1] = fg.y, scale_g[2] = fg.z, scale_g[3] = fg.w;
         scale_g8[0] = f8.x, scale_g8[1] = f8.y, scale_g8[2] = f8.z, scale_g8[3] = f8.w;
+      } else if constexpr (bf16_window<TOK, P>()) {
+        if (i % kWindow == 0) {  // as f32_window's, each scale's float32 bits' upper half (exact)
+          const int row = lane >> 1, s0 = (lane & 1) * 4;
+#pragma unroll
+          for (int s = s0; s < s0 + 4; ++s) {
+            uint32_t b[4];
+            e8m0x4_bits(win[row * kWindowRowWords + s], b);
+            *reinterpret_cast<uint2*>(dwin + row * kBf16RowBytes + s * 8) =
+                make_uint2((b[0] >> 16) | (b[1] & 0xffff0000u), (b[2] >> 16) | (b[3] & 0xffff0000u));
+          }
+          __syncwarp();
+        }
+        const uint2 ug = *reinterpret_cast<const uint2*>(dwin + g * kBf16RowBytes + (i % kWindow) * 8);
+        const uint2 u8 = *reinterpret_cast<const uint2*>(dwin + (8 + g) * kBf16RowBytes + (i % kWindow) * 8);
+        scale_g[0] = __uint_as_float(ug.x << 16), scale_g[1] = __uint_as_float(ug.x & 0xffff0000u);
+        scale_g[2] = __uint_as_float(ug.y << 16), scale_g[3] = __uint_as_float(ug.y & 0xffff0000u);
+        scale_g8[0] = __uint_as_float(u8.x << 16), scale_g8[1] = __uint_as_float(u8.x & 0xffff0000u);
+        scale_g8[2] = __uint_as_float(u8.y << 16), scale_g8[3] = __uint_as_float(u8.y & 0xffff0000u);
       } else {
         e8m0x4_to_f32(win[g * kWindowRowWords + i % kWindow], scale_g);
         e8m0x4_to_f32(win[(8 + g) * kWindowRowWords + i % kWindow], scale_g8);
