@@ -114,8 +114,9 @@ __device__ __forceinline__ void mma_split(float (&d)[4], const uint32_t (&ah)[4]
   mma::mma_f16(d, ah[0], ah[1], ah[2], ah[3], bl0, bl1);
   mma::mma_f16(d, ah[0], ah[1], ah[2], ah[3], bh0, bh1);
 }
-// 2^e for e <= 0, 0 below float's normal range (a key 2^126 below the tile's largest adds nothing).
-__device__ __forceinline__ float pow2_down(int e) { return e < -126 ? 0.0f : mma::pow2f(e); }
+// 2^e for e <= 0 (1 above: only a masked key, whose P is 0, can have e > 0), 0 below float's normal
+// range (a key 2^126 below the tile's largest adds nothing).
+__device__ __forceinline__ float pow2_down(int e) { return e < -126 ? 0.0f : mma::pow2f(min(e, 0)); }
 
 // Row src of the stage (hd floats) times 2^-e as f16 hi + lo parts into the planes' rows, zeros
 // from hd up to the next multiple of 16, by the calling warp; returns e (mma::f16_block_exponent of
