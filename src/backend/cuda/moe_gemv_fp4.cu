@@ -101,9 +101,6 @@ template <int TOK, int P>
 __host__ __device__ constexpr size_t decoded_window_bytes() {
   return warps<TOK>() * (f32_window<TOK, P>() ? kWarpF32WindowBytes : bf16_window<TOK, P>() ? kWarpBf16WindowBytes : 0);
 }
-// Dynamic shared memory a kernel may take: with the 8-token kernel's 16 KB of static reduction
-// space, at most the 227 KB a block may hold.
-constexpr size_t kMaxSmem = 210 * 1024;
 
 #pragma GCC diagnostic push
 #pragma GCC diagnostic error "-Wpadded"  // launch() folds the argument bytes into the step signature
@@ -133,6 +130,12 @@ template <int TOK, int P>
 __host__ __device__ constexpr int column_groups() { return (P * TOK + 7) / 8; }
 template <int TOK, int P>
 __host__ __device__ constexpr int stages() { return TOK == 8 ? 3 : TOK > 2 && P == 3 ? 8 : 4; }
+// Dynamic shared memory a kernel may take: the 227 KB a block may hold less its static reduction
+// space (float4 red[G][warps][32]: 16 KB for 8 tokens in 2 parts, 24 KB in 3).
+template <int TOK, int P>
+__host__ __device__ constexpr size_t max_smem() {
+  return 227 * 1024 - 16 * static_cast<size_t>(column_groups<TOK, P>()) * warps<TOK>() * 32;
+}
 
 __host__ __device__ constexpr int64_t plane_stride(int64_t K) { return K + kPlanePad; }
 // Dynamic shared memory: the weight stages, the scale windows (and their float32 form), P TOK f16
@@ -449,7 +452,7 @@ void launch_tok(mg::Args a, int64_t max_tiles) {
   a.ncol = column_tiles(ks);
   const auto grid = static_cast<unsigned>(std::max<int64_t>(1, std::min(max_tiles * a.ncol, resident)));
   // A refused shared-memory size stays in cudaGetLastError for the caller's launch check.
-  if (allow_dynamic_smem<mg::moe_gemv_fp4_kernel<TOK, kSwiglu, P>>(mg::kMaxSmem))
+  if (allow_dynamic_smem<mg::moe_gemv_fp4_kernel<TOK, kSwiglu, P>>(mg::max_smem<TOK, P>()))
     launch(mg::moe_gemv_fp4_kernel<TOK, kSwiglu, P>, grid, mg::threads<TOK>(), smem, a);
 }
 
@@ -471,11 +474,13 @@ int moe_gemv_fp4_tile_rows(std::span<const DevMatrix> ws, bool swiglu) {
     if (gemm_format(w) != skinny::kF4 || w.scale_dtype != 4 || w.rows != R || w.cols != K || w.scale_cols != K / 32 ||
         reinterpret_cast<uintptr_t>(w.data) % 16 != 0 || reinterpret_cast<uintptr_t>(w.scale) % 4 != 0)
       return 0;
-  const bool three = moe_gemv_x_parts() == 3;
-  const size_t at8 = three ? mg::smem_bytes<8, 3>(K) : mg::smem_bytes<8, 2>(K);
-  const size_t at4 = three ? mg::smem_bytes<4, 3>(K) : mg::smem_bytes<4, 2>(K);
-  const size_t at2 = three ? mg::smem_bytes<2, 3>(K) : mg::smem_bytes<2, 2>(K);
-  return at8 <= mg::kMaxSmem ? 8 : at4 <= mg::kMaxSmem ? 4 : at2 <= mg::kMaxSmem ? 2 : 0;
+  auto fits = [&]<int P>() {  // the largest tile whose kernel's shared memory holds K's planes
+    return mg::smem_bytes<8, P>(K) <= mg::max_smem<8, P>()   ? 8
+           : mg::smem_bytes<4, P>(K) <= mg::max_smem<4, P>() ? 4
+           : mg::smem_bytes<2, P>(K) <= mg::max_smem<2, P>() ? 2
+                                                             : 0;
+  };
+  return moe_gemv_x_parts() == 3 ? fits.template operator()<3>() : fits.template operator()<2>();
 }
 
 int64_t moe_gemv_fp4_min_tokens() {
