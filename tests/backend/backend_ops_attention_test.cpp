@@ -34,6 +34,14 @@ std::vector<std::vector<int32_t>> disjoint_tables(std::mt19937_64& rng, size_t c
   return tables;
 }
 
+// Three sequences deep in context, over three disjoint tables of kDeepTableBlocks blocks each
+// (positions up to 1,200; the slices point into them): a decode at 1,100, a chunk of 6 after
+// position 830, a decode at 1,001.
+constexpr int64_t kDeepTableBlocks = 150;
+std::vector<SeqSlice> deep_slices(const std::vector<std::vector<int32_t>>& tables) {
+  return {{0, 1, 1100, 2, tables[0]}, {1, 6, 830, 0, tables[1]}, {7, 1, 1001, 3, tables[2]}};
+}
+
 // selected [T, k]: for each token, distinct entries of a rate-`rate` compressor it can see, in any
 // order, as many as fit but `empty` fewer (the rest -1, as a selection short of k leaves them).
 std::vector<int32_t> random_selection(std::mt19937_64& rng, const std::vector<SeqSlice>& seqs, int64_t rate, int64_t k,
@@ -111,11 +119,9 @@ TEST_P(BackendOps, SparseAttentionWindowEntriesSinks) {
 TEST_P(BackendOps, AttentionSchedulesGiveTheSameBits) {
   const kv::StateLayout layout = test_layout();
   const int64_t hd = kHeadDim, H = 5, k_sel = 200;
-  constexpr int64_t kTableBlocks = 150;  // positions up to 1,200
-  Pools pools(*be, layout, 4, 3 * kTableBlocks);
-  const auto tables = disjoint_tables(rng, 3, kTableBlocks);
-  // A decode deep in context, a chunk of 6 after position 830, a decode at 1,001.
-  const std::vector<SeqSlice> seqs = {{0, 1, 1100, 2, tables[0]}, {1, 6, 830, 0, tables[1]}, {7, 1, 1001, 3, tables[2]}};
+  Pools pools(*be, layout, 4, 3 * kDeepTableBlocks);
+  const auto tables = disjoint_tables(rng, 3, kDeepTableBlocks);
+  const std::vector<SeqSlice> seqs = deep_slices(tables);
   const int64_t T = tokens_of(seqs);
   const auto split = with_schedule(GetParam(), backend::AttentionSchedule::Split);
   const auto fused = with_schedule(GetParam(), backend::AttentionSchedule::Fused);
@@ -166,10 +172,9 @@ TEST_P(BackendOps, AttentionSchedulesGiveTheSameBits) {
 TEST_P(BackendOps, AttentionKeysAcrossMagnitudes) {
   const kv::StateLayout layout = test_layout();
   const int64_t hd = kHeadDim, H = 5, k_sel = 300;  // up to 277 keys a token: past the kernel's 256 key pointers
-  constexpr int64_t kTableBlocks = 150;  // positions up to 1,200
-  Pools pools(*be, layout, 4, 3 * kTableBlocks);
-  const auto tables = disjoint_tables(rng, 3, kTableBlocks);
-  const std::vector<SeqSlice> seqs = {{0, 1, 1100, 2, tables[0]}, {1, 6, 830, 0, tables[1]}, {7, 1, 1001, 3, tables[2]}};
+  Pools pools(*be, layout, 4, 3 * kDeepTableBlocks);
+  const auto tables = disjoint_tables(rng, 3, kDeepTableBlocks);
+  const std::vector<SeqSlice> seqs = deep_slices(tables);
   const int64_t T = tokens_of(seqs);
   const backend::WindowLayout wl = layout.layers[1].window;
   const CompressorLayout* comp = &*layout.layers[1].compressor;
