@@ -3,7 +3,8 @@
 # backend against double-precision references (test_backend: cpu and cuda), the fixture and kjv
 # parity tests and the batched-forward bit-identity tests with the model on CUDA, the engine tests
 # on CUDA, expert parallelism (test_dist) with the ranks' models on CUDA, and a CLI generation on both
-# devices; prints a summary table. Logs go to $OUT if set.
+# devices; prints a summary table. Logs go to $OUT if set (a log a suite: end a device call that
+# brings them back with tools/gpu/pack_out.sh, which folds them into one archive).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 source tools/gpu/stage_env.sh  # unpacks .gpu, sets root and the loader path (NCCL included)
