@@ -110,20 +110,6 @@ __device__ __forceinline__ const float* key_row(const SparseAttentionArgs& a, co
   return dev_entry(a.st, k.seq, a.blocks, a.entries, e);
 }
 
-__device__ __forceinline__ void cp_async16(float* dst, const float* src) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(static_cast<uint32_t>(__cvta_generic_to_shared(dst))),
-               "l"(src));
-}
-__device__ __forceinline__ void cp_async4(float* dst, const float* src) {
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(static_cast<uint32_t>(__cvta_generic_to_shared(dst))),
-               "l"(src));
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int N>
-__device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
-}
-
 // hd floats of src (zeros for null) into dst (16-byte aligned) by the calling warp: cp.async, to be
 // committed and waited for by the caller.
 __device__ __forceinline__ void copy_row(const float* src, int64_t hd, float* dst) {
@@ -131,9 +117,9 @@ __device__ __forceinline__ void copy_row(const float* src, int64_t hd, float* ds
   if (src == nullptr) {
     for (int64_t c = lane; c < hd; c += 32) dst[c] = 0.0f;
   } else if ((hd & 3) == 0 && (reinterpret_cast<uintptr_t>(src) & 15) == 0) {
-    for (int64_t c = 4 * lane; c < hd; c += 128) cp_async16(dst + c, src + c);
+    for (int64_t c = 4 * lane; c < hd; c += 128) mma::copy16_async(dst + c, src + c, true);
   } else {
-    for (int64_t c = lane; c < hd; c += 32) cp_async4(dst + c, src + c);
+    for (int64_t c = lane; c < hd; c += 32) mma::copy4_async(dst + c, src + c);
   }
 }
 
@@ -277,9 +263,9 @@ __global__ void __launch_bounds__(kThreads, 1) sparse_attention_tc_kernel(Sparse
   // the first keys' pointers, then the first tile's copies.
   for (int r = warp; r < kHeadsPerCta; r += kWarps)
     copy_row(r < tk.heads ? a.q + (tk.t * a.H + tk.h0 + r) * hd : nullptr, hd, stage + r * ss);
-  cp_async_commit();
+  mma::copies_commit();
   look_up_keys(a, tk, tk.k_begin, ptr_s);
-  cp_async_wait<0>();
+  mma::copies_wait<0>();
   __syncthreads();
   for (int r = warp; r < kHeadsPerCta; r += kWarps) {
     const int e = split_row(stage + r * ss, hd, hd16, q_hi + r * ps, q_lo + r * ps);
@@ -287,7 +273,7 @@ __global__ void __launch_bounds__(kThreads, 1) sparse_attention_tc_kernel(Sparse
   }
   __syncthreads();
   if (tk.k_begin < tk.k_end) gather_tile(a, tk, tk.k_begin, ptr_s, stage, ss, valid_s);
-  cp_async_commit();
+  mma::copies_commit();
 
   // Warp (mh, kq): heads 16 mh .. + 15; in step 2 head_dim's 16-column k-steps kq + 4 i, in step 4
   // its dim tiles nd + 4 i (nd = kq).
@@ -315,12 +301,15 @@ __global__ void __launch_bounds__(kThreads, 1) sparse_attention_tc_kernel(Sparse
   const uint32_t vb_hi = smem_u32(k_hi + v_key * ps + v_dim), vb_lo = smem_u32(k_lo + v_key * ps + v_dim);
   const uint32_t key_rows16 = 16 * ps * 2;  // bytes from key j to key j + 16
 
+  // Step 3's row (head threadIdx.x / 8): its Q plane rows times 2^q_exp are Q's.
+  const float q_back = mma::pow2f(qexp_s[threadIdx.x / 8]);
+
   int par = 0;
   for (int64_t base = tk.k_begin; base < tk.k_end; base += kTileKeys, par ^= 1) {
     // 1. Wait for this tile's copies, split its keys into the K planes (free: the barrier at the
     // end of the last tile), look up the pointers of the next 256 keys where the next tile starts
     // them, then copy the next tile into the stage (free once the splits are done).
-    cp_async_wait<0>();
+    mma::copies_wait<0>();
     __syncthreads();
     for (int r = warp; r < kTileKeys; r += kWarps) {
       const int e = split_row(stage + r * ss, hd, hd16, k_hi + r * ps, k_lo + r * ps);
@@ -330,7 +319,7 @@ __global__ void __launch_bounds__(kThreads, 1) sparse_attention_tc_kernel(Sparse
     if (next < tk.k_end && (next - tk.k_begin) % kPtrKeys == 0) look_up_keys(a, tk, next, ptr_s);
     __syncthreads();
     if (next < tk.k_end) gather_tile(a, tk, next, ptr_s, stage, ss, valid_s + (par ^ 1) * kTileKeys);
-    cp_async_commit();
+    mma::copies_commit();
     const int32_t* valid = valid_s + par * kTileKeys;
 
     // 2. S = Q K^T: warp (mh, kq) sums its 16 heads x the tile's 32 keys over the k-steps kq,
@@ -378,7 +367,6 @@ __global__ void __launch_bounds__(kThreads, 1) sparse_attention_tc_kernel(Sparse
       constexpr int kPer = kTileKeys / 8;
       const int row = static_cast<int>(threadIdx.x) / 8, c0 = kPer * (static_cast<int>(threadIdx.x) % 8);
       const float* pr = part_s + row * kPStride + c0;
-      const float q_back = mma::pow2f(qexp_s[row]);
       float sc[kPer];
       int ke[kPer];
       float mx = neg_inf();
