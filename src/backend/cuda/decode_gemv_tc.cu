@@ -67,6 +67,8 @@ struct Args {
   int64_t jobs;            // groups * jobs_per_group
   int32_t ks;              // warps that split a tile's K (1, 2, 4 or 8)
   float limit;             // SwiGLU's clamp
+  int32_t prefetch_bytes;  // of each row of a CTA's first job, asked of the L2 before the wait
+  int32_t unused;
 };
 // Outputs of a warp tile: 16 rows, or under SwiGLU 8 outputs (gate rows g, up rows g + 8).
 template <bool kSwiglu>
@@ -136,13 +138,26 @@ __device__ void split_x(const Args& a, int64_t group, __half* planes, float* blo
   __syncthreads();
 }
 
+// The rows of the CTA's first job (of w, or with `up` of SwiGLU's wu), the first a.prefetch_bytes
+// of each: what its warps read first (pairs ksi < ks of each row), for the L2 before the wait.
+template <bool kSwiglu>
+__device__ __forceinline__ L2Rows first_job_rows(const Args& a, bool up) {
+  const int64_t b = static_cast<int64_t>(blockIdx.x) * a.jobs / gridDim.x;
+  if ((up && !kSwiglu) || a.prefetch_bytes == 0 || b >= static_cast<int64_t>(blockIdx.x + 1) * a.jobs / gridDim.x)
+    return L2Rows{};
+  const int64_t n = tile_outs<kSwiglu>() * (kWarps / a.ks), o = (b % a.jobs_per_group) * n;
+  const DevMatrix& m = up ? a.wu : a.w;
+  return L2Rows{m.data + ((b / a.jobs_per_group) * a.R + o) * a.K, a.K, static_cast<int32_t>(min(n, a.R - o)),
+                a.prefetch_bytes};
+}
+
 // grid: resident CTAs, each taking a contiguous run of jobs. A job: column tile ct of group grp;
 // warp (tile, ksi) = (warp / ks, warp % ks) takes its 16 rows and the pairs ksi, ksi + ks, ...;
 // the next kStages - 1 pairs' copies (in this job or the next) are in flight during a pair's MMAs
 // (a decode GEMV is bound by the bytes in flight: ~96 KB an SM here).
 template <int TOK, bool kSwiglu>
 __global__ void __launch_bounds__(kThreads, 2) decode_gemv_fp8_kernel(Args a) {
-  wait_for_previous_kernel();
+  wait_for_previous_kernel(first_job_rows<kSwiglu>(a, false), first_job_rows<kSwiglu>(a, true));
   extern __shared__ __align__(16) unsigned char smem[];
   __shared__ float4 red[kWarps][32];
   constexpr int P = 3 * TOK;  // B columns in use
@@ -373,6 +388,8 @@ bool launch_gemv(dg::Args a, int64_t tokens) {
   a.jobs = p.jobs;
   const size_t smem = dg::smem_bytes(static_cast<int>(tokens), a.K);
   const auto grid = static_cast<unsigned>(std::min<int64_t>(a.jobs, static_cast<int64_t>(device_sm_count()) * p.per_sm));
+  const int64_t job_rows = dg::tile_outs<kSwiglu>() * (dg::kWarps / p.ks) * (kSwiglu ? 2 : 1);
+  a.prefetch_bytes = l2_prefetch_row_bytes(job_rows, a.K, grid);
   // A refused shared-memory size stays in cudaGetLastError for the caller's launch check.
   if (tokens == 1) {
     if (allow_dynamic_smem<dg::decode_gemv_fp8_kernel<1, kSwiglu>>(dg::kMaxSmem))

@@ -60,11 +60,23 @@ __global__ void __launch_bounds__(skinny::kThreads, 2)
 // Chunks of RM <= 2 rows (tokens <= 2; one token takes the 1-row path of the 2-row form), vector
 // formats: jobs (column tile, group) streamed by a grid of resident CTAs (skinny::stream), job b =
 // group b / ct, column tile b % ct.
+// The rows of the CTA's first job (job blockIdx.x), prefetch_bytes of each from its start (each warp
+// reads slabs ksi < ks of a row first), for the L2 before the wait.
+template <int F>
+__device__ __forceinline__ L2Rows first_job_rows(const DevMatrix& w, int64_t groups, int64_t ct, int ks,
+                                                 int32_t prefetch_bytes) {
+  const int64_t b = blockIdx.x, R = w.rows / groups, n = skinny::outs_per_cta(false, ks), o = (b % ct) * n;
+  if (prefetch_bytes == 0 || b >= ct * groups || o >= R) return L2Rows{};
+  const uint8_t* first = skinny::row_bytes<F>(w, (b / ct) * R + o, w.cols);
+  return L2Rows{first, skinny::row_bytes<F>(w, 1, w.cols) - skinny::row_bytes<F>(w, 0, w.cols),
+                static_cast<int32_t>(n < R - o ? n : R - o), prefetch_bytes};
+}
+
 template <int F, int RM>
 __global__ void __launch_bounds__(skinny::kThreads, 2)
     linear_stream_kernel(DevMatrix w, int64_t groups, const float* x, int64_t tokens, float* y, int64_t ct, int ks,
-                         bool x_vec) {
-  wait_for_previous_kernel();
+                         bool x_vec, int32_t prefetch_bytes) {
+  wait_for_previous_kernel(first_job_rows<F>(w, groups, ct, ks, prefetch_bytes));
   __shared__ float red[skinny::kWarps][skinny::kRW][skinny::kRows];
   auto job = [&](int64_t b) { return linear_job(w, groups, x, y, ks, x_vec, b / ct, b % ct, 0, tokens); };
   skinny::stream<F, false, RM>(ct * groups, job, red);
@@ -436,9 +448,13 @@ void launch_linear(const DevMatrix& w, int64_t groups, const float* x, int64_t t
   const bool xv = x_vec_ok(x, groups * w.cols) && w.cols % 4 == 0;
   if (tokens <= 2 && fmt != skinny::kGeneric) {
     const dim3 sgrid(static_cast<unsigned>(std::min<int64_t>(ct * groups, resident_ctas())));
+    const int64_t row_bytes = fmt == skinny::kF4 ? w.cols / 2 : w.cols * (fmt == skinny::kF32 ? 4 : fmt == skinny::kF8 ? 1 : 2);
+    const int32_t pre = l2_prefetch_row_bytes(skinny::outs_per_cta(false, ks), row_bytes, sgrid.x);
     switch (fmt) {
-#define DEEPINFER_LINEAR(F) \
-  case F: launch(linear_stream_kernel<F, 2>, sgrid, skinny::kThreads, 0, w, groups, x, tokens, y, ct, ks, xv); break;
+#define DEEPINFER_LINEAR(F)                                                                                      \
+  case F:                                                                                                        \
+    launch(linear_stream_kernel<F, 2>, sgrid, skinny::kThreads, 0, w, groups, x, tokens, y, ct, ks, xv, pre); \
+    break;
       DEEPINFER_LINEAR(skinny::kF32)
       DEEPINFER_LINEAR(skinny::kF16)
       DEEPINFER_LINEAR(skinny::kBF16)

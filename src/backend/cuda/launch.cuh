@@ -11,6 +11,10 @@
 // of every kernel is wait_for_previous_kernel(): nothing of it reads or writes memory before the
 // previous kernel has finished, and since every kernel waits, finishing implies all earlier ones
 // finished too (tests/backend/kernel_sources_test.cpp checks every kernel of the kernel files).
+// One exception, weights: a kernel that streams them may ask the L2 for its first bytes before
+// the wait (wait_for_previous_kernel(L2Rows...)), as no kernel writes weights. Its CTAs are resident
+// while the kernel before it runs (a small one, typically: a norm, a split of x, the router), so
+// the DRAM works during that kernel instead of idling until the weights are asked for.
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -82,6 +86,36 @@ __device__ __forceinline__ void wait_for_previous_kernel() {
   asm volatile("griddepcontrol.wait;" ::: "memory");
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
+}
+
+// Rows of a weight a CTA reads first: row i (i < rows) at first + i * pitch, `bytes` of it from
+// there (l2_prefetch_row_bytes; 0: none). Weights only: memory no kernel writes.
+struct L2Rows {
+  const void* first;
+  int64_t pitch;
+  int32_t rows, bytes;
+};
+
+// Thread i < rows asks the L2 for row i's bytes (one bulk prefetch: a hint, no register or shared
+// memory is written, nothing waits for it), from the 16-byte boundary at or below its first byte.
+__device__ __forceinline__ void prefetch_rows_l2(const L2Rows& r, int thread) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  if (thread >= 0 && thread < r.rows && r.bytes >= 16) {
+    const auto a = reinterpret_cast<uintptr_t>(r.first) + static_cast<uintptr_t>(thread) * r.pitch;
+    const uintptr_t lo = a & ~uintptr_t{15};
+    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(lo), "r"(static_cast<uint32_t>(r.bytes))
+                 : "memory");
+  }
+#endif
+}
+
+// wait_for_previous_kernel() after asking the L2 for the weights' rows the CTA reads first: `a`
+// with threads 0 .., `b` (SwiGLU's up rows) with threads a.rows ...
+__device__ __forceinline__ void wait_for_previous_kernel(const L2Rows& a, const L2Rows& b = L2Rows{}) {
+  const int t = static_cast<int>(threadIdx.x);
+  prefetch_rows_l2(a, t);
+  prefetch_rows_l2(b, t - a.rows);
+  wait_for_previous_kernel();
 }
 #endif
 

@@ -1,5 +1,6 @@
 #include "backend/cuda/launch_control.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 
@@ -34,6 +35,18 @@ bool dependent_launch_enabled() {
     return !(v && std::strcmp(v, "0") == 0);
   }();
   return enabled;
+}
+
+int32_t l2_prefetch_row_bytes(int64_t rows_per_cta, int64_t row_bytes, int64_t ctas) {
+  static const int64_t per_cta_cap = [] {
+    const char* v = std::getenv("DEEPINFER_L2_PREFETCH_KB");
+    return v ? std::max<int64_t>(0, std::atoll(v)) * 1024 : int64_t{64} * 1024;
+  }();
+  constexpr int64_t kTotal = int64_t{24} << 20;
+  if (rows_per_cta <= 0 || row_bytes <= 0 || per_cta_cap == 0) return 0;
+  const int64_t per_cta = std::min(per_cta_cap, kTotal / std::max<int64_t>(ctas, 1));
+  const int64_t per_row = std::min(per_cta / rows_per_cta, (row_bytes + 15) / 16 * 16) / 16 * 16;
+  return per_row >= 16 ? static_cast<int32_t>(per_row) : 0;
 }
 
 int device_sm_count() {

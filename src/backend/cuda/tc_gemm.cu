@@ -60,11 +60,30 @@ __host__ __device__ constexpr int groups_per_cta(bool seq, int ks, int rg) { ret
 // grid (token blocks * row tiles, slices, groups); block b: token block b % nb, row tile b / nb.
 // part (grid-split schedule, grid.y = ks): slice y's sums go to part + y * tokens * groups * R, in
 // y's layout, for sum_slices_kernel; else grid.y = 1 and the sums go to y.
+// The CTA's weight rows (a row tile of group blockIdx.z; token block 0's CTAs only, the others read
+// the same rows), prefetch_bytes of each from the start of its K range (a slice CTA's slice; else
+// column 0), for the L2 before the wait.
+template <int F>
+__device__ __forceinline__ L2Rows first_rows(const DevMatrix& w, int64_t groups, int64_t nb, int ks, bool seq, int RG,
+                                             bool slice_ctas, int32_t prefetch_bytes) {
+  const int64_t b = blockIdx.x, R = w.rows / groups, C = w.cols;
+  const int64_t n = static_cast<int64_t>(groups_per_cta(seq, ks, RG)) * outs_per_group(false), o = (b / nb) * n;
+  if (prefetch_bytes == 0 || b % nb != 0 || o >= R) return L2Rows{};
+  const int64_t per = ((C + kSlabK - 1) / kSlabK + ks - 1) / ks;  // slabs a slice (tc_tile.cuh's tile)
+  const int64_t k0 = slice_ctas ? static_cast<int64_t>(blockIdx.y) * per * kSlabK : 0;
+  const int64_t row = blockIdx.z * R + o;
+  // (a row pitch of k0 columns: column k0's byte offset in a row)
+  const uint8_t* first = skinny::row_bytes<stored(F)>(w, row, C) +
+                         (skinny::row_bytes<stored(F)>(w, 1, k0) - skinny::row_bytes<stored(F)>(w, 0, k0));
+  return L2Rows{first, skinny::row_bytes<stored(F)>(w, 1, C) - skinny::row_bytes<stored(F)>(w, 0, C),
+                static_cast<int32_t>(n < R - o ? n : R - o), prefetch_bytes};
+}
+
 template <int F, int NT, int RG, bool kRaw, bool kGrid>
 __global__ void __launch_bounds__(kThreads, NT * RG >= 8 ? 1 : 2)
     linear_tc_kernel(DevMatrix w, int64_t groups, const uint4* xc, const float* x, int64_t tokens, float* y, int64_t nb,
-                     int ks, bool seq, float* part) {
-  wait_for_previous_kernel();
+                     int ks, bool seq, float* part, int32_t prefetch_bytes) {
+  wait_for_previous_kernel(first_rows<F>(w, groups, nb, ks, seq, RG, kGrid && part, prefetch_bytes));
   __shared__ Red<RG == 1 && !kGrid ? NT : 1> red;  // the split schedule's (RG 1 only)
   extern __shared__ uint4 x_stage[];               // staged_smem() bytes
   const int64_t R = w.rows / groups, C = w.cols, gi = blockIdx.z;
@@ -441,12 +460,19 @@ void launch_linear_tc(int fmt, const DevMatrix& w, int64_t groups, const float* 
     if (cudaPeekAtLastError() != cudaSuccess) return;  // the caller's check reports it
   }
   const auto* x4 = static_cast<const uint4*>(xc);
+  // The L2 prefetch of each CTA's rows (token block 0's CTAs): from a slice's start under the grid
+  // split, else from column 0 (what the seq and split schedules read first).
+  const int64_t elem_bits = w.dtype == skinny::kF4 ? 4 : w.dtype == skinny::kF32 ? 32 : w.dtype == skinny::kF8 ? 8 : 16;
+  const int64_t nslab = (w.cols + tc::kSlabK - 1) / tc::kSlabK, per = (nslab + ks - 1) / ks;
+  const int64_t region = (p.grid_split ? std::min(per * tc::kSlabK, w.cols) : w.cols) * elem_bits / 8;
+  const int32_t pre = l2_prefetch_row_bytes(tc::groups_per_cta(seq, ks, rg) * tc::outs_per_group(false), region,
+                                            p.row_tiles * grid.y * groups);
 #define DEEPINFER_TC_LINEAR_K(F, NT, RG, RAW, GRID)                                                              \
   {                                                                                                               \
     constexpr size_t smem = tc::staged_smem<F, NT, GRID || tc::stages_by_default(NT, RG, RAW)>();                 \
     if (!allow_dynamic_smem<tc::linear_tc_kernel<F, NT, RG, RAW, GRID>>(smem)) return;                             \
     launch(tc::linear_tc_kernel<F, NT, RG, RAW, GRID>, grid, tc::kThreads, smem, w, groups, RAW ? nullptr : x4, \
-           RAW ? x : nullptr, tokens, y, nb, ks, seq, slices);                                                    \
+           RAW ? x : nullptr, tokens, y, nb, ks, seq, slices, pre);                                               \
   }
 #define DEEPINFER_TC_LINEAR(F)                        \
   if (raw) {                                          \
