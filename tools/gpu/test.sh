@@ -72,9 +72,6 @@ run backend_ops_grid_split env DEEPINFER_TC_GRID_SPLIT=1 DEEPINFER_TC_GEMM=1 .gp
   --gtest_filter='*BackendOps*Linear*:*BackendOps*Moe*:*BackendOpsInvariant*'
 [ ! -f "$out/backend_ops_grid_split.log" ] || grep -q "tensor-core GEMM slices on their own CTAs" "$out/backend_ops_grid_split.log" ||
   { echo "--- backend_ops_grid_split: the grid split never ran"; failures=$((failures + 1)); }
-# (its slices summed by a kernel of their own, as before the slice CTAs summed them themselves)
-run backend_ops_grid_split_sum_kernel env DEEPINFER_TC_FUSED_SLICES=0 DEEPINFER_TC_GRID_SPLIT=1 DEEPINFER_TC_GEMM=1 \
-  .gpu/test_backend --gtest_filter='*BackendOps*Linear*:*BackendOpsInvariant*'
 run backend_ops_grid_split_off env DEEPINFER_TC_GRID_SPLIT=0 DEEPINFER_TC_GEMM=1 .gpu/test_backend \
   --gtest_filter='*BackendOps*Linear*:*BackendOps*Moe*:*BackendOpsInvariant*'
 run model_parity_grid_split_off env DEEPINFER_TC_GRID_SPLIT=0 DEEPINFER_DEVICE=cuda .gpu/test_model

@@ -1,8 +1,6 @@
 // The CUDA backend's plumbing: device memory, host copies, weight mirrors, per-op staging.
 #include <algorithm>
-#include <cstdlib>
 #include <cstring>
-#include <string_view>
 
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/bf16_row_scale.h"
@@ -46,16 +44,6 @@ CudaBackend::CudaBackend(const backend::BackendOptions& options) : options_(opti
   plan_ = idle_plan_;
   DEEPINFER_CUDA_CHECK(cudaStreamCreate(&stream_));
   launch_control().stream = stream_;
-  slice_arrivals_ = Buffer(kSliceArrivals * sizeof(int32_t), allocator_);
-  DEEPINFER_CUDA_CHECK(cudaMemset(slice_arrivals_.data(), 0, slice_arrivals_.size()));
-}
-
-int32_t* CudaBackend::slice_arrivals() const {
-  static const bool on = [] {
-    const char* v = std::getenv("DEEPINFER_TC_FUSED_SLICES");
-    return !(v && std::string_view(v) == "0");
-  }();
-  return on ? slice_arrivals_.as<int32_t>() : nullptr;
 }
 
 CudaBackend::~CudaBackend() {

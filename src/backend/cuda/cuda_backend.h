@@ -333,11 +333,6 @@ class CudaBackend final : public backend::Backend {
   size_t pinned_used_ = 0;
   static constexpr size_t kPinnedBytes = size_t{8} << 20;
   std::vector<Buffer> scratch_;
-  // The grid-split GEMM's arrival counts (launch_linear_tc), zero between launches.
-  Buffer slice_arrivals_;
-  static constexpr size_t kSliceArrivals = 16384;
-  // slice_arrivals_, or null under DEEPINFER_TC_FUSED_SLICES=0 (a sum_slices launch instead).
-  int32_t* slice_arrivals() const;
   std::map<std::pair<const void*, size_t>, ExpertTable> expert_tables_;
   std::unique_ptr<CublasLinear> cublas_;  // on first use; last, so it goes before allocator_'s memory
 };

@@ -186,11 +186,9 @@ size_t tc_split_bytes(int64_t rows, int64_t groups, int64_t C);
 void launch_tc_split_x(const float* x, int64_t rows, int64_t groups, int64_t C, void* out);
 // launch_linear on the tensor cores (fmt = tc_format(w)); xc: room for the split x
 // (tc_split_bytes(tokens, groups, C)), unused when tc_reads_x(tokens, x); part: room for the
-// grid-split schedule's slice partials (tc_slice_bytes; unused when that is 0); arrivals: zeroed
-// counts (arrival_capacity of them, left zeroed) with which the slice CTAs sum their partials
-// themselves (null, or too few: a sum_slices launch after the GEMM's).
+// grid-split schedule's slice partials (tc_slice_bytes; unused when that is 0).
 void launch_linear_tc(int fmt, const DevMatrix& w, int64_t groups, const float* x, void* xc, int64_t tokens, float* y,
-                      float* part, int32_t* arrivals = nullptr, int64_t arrival_capacity = 0);
+                      float* part);
 // The grid-split schedule, the default (DEEPINFER_TC_GRID_SPLIT=0 turns it off; linear and the shared
 // expert's tensor-core GEMMs, launch_moe_gemm_tc over identity rows): calls of more than 8
 // tokens stage x in shared memory for every CTA (the 8 warps of a CTA read it once from L2, not once

@@ -169,8 +169,7 @@ void CudaBackend::linear_any(const WeightMatrix& w, int64_t groups, TensorView x
         if (std::getenv("DEEPINFER_TC_GRID_SPLIT")) fmt::print(stderr, "deepinfer: tensor-core GEMM slices on their own CTAs\n");
       });
     }
-    launch_linear_tc(fmt, dw, groups, x.f32(), xc, T, y.f32(), part, slice_arrivals(),
-                     static_cast<int64_t>(slice_arrivals_.size() / sizeof(int32_t)));
+    launch_linear_tc(fmt, dw, groups, x.f32(), xc, T, y.f32(), part);
   } else if (T > 2 || !tensor_cores_when(true) || !launch_decode_gemv_tc(dw, groups, x.f32(), T, y.f32())) {
     launch_linear(dw, groups, x.f32(), T, y.f32());
   }

@@ -79,36 +79,10 @@ __device__ __forceinline__ L2Rows first_rows(const DevMatrix& w, int64_t groups,
                 static_cast<int32_t>(n < R - o ? n : R - o), prefetch_bytes};
 }
 
-// The grid split's slice sums in the kernel itself: each slice CTA of a tile (token block, row
-// tile, group) counts itself in arrivals[tile] once its partial is written (the fence first, so the
-// partial is visible before the count); the last of the ks adds the tile's partials in slice
-// order, as sum_slices_kernel would (the same additions, so the same bits), and sets the count
-// back to zero for the next launch. One kernel instead of two a call (decode B=32: ~40 launches a
-// step). Every thread of the CTA calls it.
-__device__ void sum_slices_if_last(const float* part, int ks, int64_t tokens, int64_t groups, int64_t R,
-                                   int64_t rows_begin, int64_t rows_end, int64_t o0, int64_t outs, float* y,
-                                   int32_t* arrival) {
-  __shared__ int last;
-  __threadfence();
-  __syncthreads();
-  if (threadIdx.x == 0) last = atomicAdd(arrival, 1) == ks - 1;
-  __syncthreads();
-  if (!last) return;
-  __threadfence();  // the other slices' partials, read from L2 below (ld.cg: never a stale L1 line)
-  const int64_t gi = blockIdx.z, ld = groups * R, slice = tokens * ld, cols = outs < R - o0 ? outs : R - o0;
-  for (int64_t i = threadIdx.x; i < (rows_end - rows_begin) * cols; i += blockDim.x) {
-    const int64_t at = (rows_begin + i / cols) * ld + gi * R + o0 + i % cols;
-    float v = __ldcg(part + at);
-    for (int s = 1; s < ks; ++s) v += __ldcg(part + static_cast<int64_t>(s) * slice + at);
-    y[at] = v;
-  }
-  if (threadIdx.x == 0) *arrival = 0;
-}
-
 template <int F, int NT, int RG, bool kRaw, bool kGrid>
 __global__ void __launch_bounds__(kThreads, NT * RG >= 8 ? 1 : 2)
     linear_tc_kernel(DevMatrix w, int64_t groups, const uint4* xc, const float* x, int64_t tokens, float* y, int64_t nb,
-                     int ks, bool seq, float* part, int32_t prefetch_bytes, int32_t* arrivals) {
+                     int ks, bool seq, float* part, int32_t prefetch_bytes) {
   wait_for_previous_kernel(first_rows<F>(w, groups, nb, ks, seq, RG, kGrid && part, prefetch_bytes));
   __shared__ Red<RG == 1 && !kGrid ? NT : 1> red;  // the split schedule's (RG 1 only)
   extern __shared__ uint4 x_stage[];               // staged_smem() bytes
@@ -143,11 +117,6 @@ __global__ void __launch_bounds__(kThreads, NT * RG >= 8 ? 1 : 2)
     j.seq = seq;
   }
   tile<F, false, NT, RG, kRaw, kGrid>(j, red.v, x_stage);
-  if constexpr (kGrid) {
-    if (part && arrivals)
-      sum_slices_if_last(part, ks, tokens, groups, R, j.rb, j.re, j.o0, groups_per_cta(seq, ks, RG) * outs_per_group(false),
-                         y, arrivals + b + static_cast<int64_t>(gridDim.x) * gi);
-  }
 }
 
 // grid (tiles, row tiles).
@@ -473,7 +442,7 @@ size_t tc_slice_bytes(const DevMatrix& w, int64_t groups, int64_t tokens, const 
 }
 
 void launch_linear_tc(int fmt, const DevMatrix& w, int64_t groups, const float* x, void* xc, int64_t tokens, float* y,
-                      float* part, int32_t* arrivals, int64_t arrival_capacity) {
+                      float* part) {
   const int64_t R = w.rows / groups;
   if (tokens <= 0 || R <= 0) return;
   const bool raw = tc_reads_x(tokens, x);
@@ -486,8 +455,6 @@ void launch_linear_tc(int fmt, const DevMatrix& w, int64_t groups, const float* 
   float* slices = p.grid_split ? part : nullptr;
   const dim3 grid(static_cast<unsigned>(p.row_tiles * nb), static_cast<unsigned>(p.grid_split ? ks : 1),
                   static_cast<unsigned>(groups));
-  // The slices summed by their last CTA (sum_slices_if_last) where a count a tile fits `arrivals`.
-  int32_t* fused = slices && arrivals && static_cast<int64_t>(grid.x) * grid.z <= arrival_capacity ? arrivals : nullptr;
   if (!raw) {
     split_x_for(fmt, x, tokens, groups, w.cols, xc);
     if (cudaPeekAtLastError() != cudaSuccess) return;  // the caller's check reports it
@@ -505,7 +472,7 @@ void launch_linear_tc(int fmt, const DevMatrix& w, int64_t groups, const float* 
     constexpr size_t smem = tc::staged_smem<F, NT, GRID || tc::stages_by_default(NT, RG, RAW)>();                 \
     if (!allow_dynamic_smem<tc::linear_tc_kernel<F, NT, RG, RAW, GRID>>(smem)) return;                             \
     launch(tc::linear_tc_kernel<F, NT, RG, RAW, GRID>, grid, tc::kThreads, smem, w, groups, RAW ? nullptr : x4, \
-           RAW ? x : nullptr, tokens, y, nb, ks, seq, slices, pre, fused);                                        \
+           RAW ? x : nullptr, tokens, y, nb, ks, seq, slices, pre);                                               \
   }
 #define DEEPINFER_TC_LINEAR(F)                        \
   if (raw) {                                          \
@@ -528,7 +495,7 @@ void launch_linear_tc(int fmt, const DevMatrix& w, int64_t groups, const float* 
   DEEPINFER_TC_FORMATS(DEEPINFER_TC_LINEAR)
 #undef DEEPINFER_TC_LINEAR
 #undef DEEPINFER_TC_LINEAR_K
-  if (slices && !fused && cudaPeekAtLastError() == cudaSuccess) {
+  if (slices && cudaPeekAtLastError() == cudaSuccess) {
     const int64_t n = tokens * groups * R;
     launch(tc::sum_slices_kernel, blocks_for(n, 256), 256, 0, static_cast<const float*>(slices), ks, n, y);
   }
