@@ -86,6 +86,12 @@ run model_parity_attention_split env DEEPINFER_TC_ATTENTION_SPLIT_KEYS=32 DEEPIN
 run model_parity_attention_split_rule env DEEPINFER_TC_ATTENTION_MIN_TOKENS=1 DEEPINFER_DEVICE=cuda .gpu/test_model
 run model_parity_attention_split_off env DEEPINFER_TC_ATTENTION_SPLIT=0 DEEPINFER_TC_ATTENTION_MIN_TOKENS=1 \
   DEEPINFER_DEVICE=cuda .gpu/test_model
+# The CUDA-core attention kernels, which the default mode no longer takes (the tensor-core kernel
+# from 1 token on, session 30): the op tests and the parity with the threshold out of reach.
+run backend_ops_attention_cuda_cores env DEEPINFER_TC_ATTENTION_MIN_TOKENS=1000000000 .gpu/test_backend \
+  --gtest_filter='*BackendOps*Attention*'
+run model_parity_attention_cuda_cores env DEEPINFER_TC_ATTENTION_MIN_TOKENS=1000000000 DEEPINFER_DEVICE=cuda \
+  .gpu/test_model
 for log in backend_ops_attention_split model_parity_attention_split; do
   [ ! -f "$out/$log.log" ] || grep -q "tensor-core attention in key splits" "$out/$log.log" ||
     { echo "--- $log: the key splits never ran"; failures=$((failures + 1)); }

@@ -304,12 +304,12 @@ int64_t tc_min_rows() {
   return n;
 }
 
-// 32 (docs/perf.md, session 15; V4-Flash shape, 4K context): the tensor-core attention wins at 32
-// decode tokens (15.4 against 16.6 ms a step) and 128 (45.8 against 53.6) and in prefill
-// (1.24-1.32x), and loses at 8 (6.0 against 5.6) and 1 (2.8 against 2.1): a token's 32-head CTA
-// cannot fill the GPU the way 128-key splits of every (token, head) do.
+// 1 (docs/perf.md, session 30; H100, V4-Flash shape, 4K context): with key splits (session 22) and
+// f16 operands (session 29) the tensor-core attention is as fast at 1 decode token (1.88 against
+// 1.90 ms a step) and faster from 2 (B=2 -3%, 4 -6%, 8 -8%, 16 -13%). (It was 32 from session 15,
+// when one token's 32-head CTA could not fill the GPU.)
 int64_t tc_attention_min_tokens() {
-  static const int64_t n = positive_env("DEEPINFER_TC_ATTENTION_MIN_TOKENS", 32);
+  static const int64_t n = positive_env("DEEPINFER_TC_ATTENTION_MIN_TOKENS", 1);
   return n;
 }
 
