@@ -57,9 +57,6 @@ __global__ void __launch_bounds__(skinny::kThreads, 2)
                                              rb + skinny::kRows < tokens ? rb + skinny::kRows : tokens));
 }
 
-// Chunks of RM <= 2 rows (tokens <= 2; one token takes the 1-row path of the 2-row form), vector
-// formats: jobs (column tile, group) streamed by a grid of resident CTAs (skinny::stream), job b =
-// group b / ct, column tile b % ct.
 // The rows of the CTA's first job (job blockIdx.x), prefetch_bytes of each from its start (each warp
 // reads slabs ksi < ks of a row first), for the L2 before the wait.
 template <int F>
@@ -72,6 +69,9 @@ __device__ __forceinline__ L2Rows first_job_rows(const DevMatrix& w, int64_t gro
                 static_cast<int32_t>(n < R - o ? n : R - o), prefetch_bytes};
 }
 
+// Chunks of RM <= 2 rows (tokens <= 2; one token takes the 1-row path of the 2-row form), vector
+// formats: jobs (column tile, group) streamed by a grid of resident CTAs (skinny::stream), job b =
+// group b / ct, column tile b % ct.
 template <int F, int RM>
 __global__ void __launch_bounds__(skinny::kThreads, 2)
     linear_stream_kernel(DevMatrix w, int64_t groups, const float* x, int64_t tokens, float* y, int64_t ct, int ks,

@@ -45,7 +45,8 @@ int32_t l2_prefetch_row_bytes(int64_t rows_per_cta, int64_t row_bytes, int64_t c
   constexpr int64_t kTotal = int64_t{24} << 20;
   if (rows_per_cta <= 0 || row_bytes <= 0 || per_cta_cap == 0) return 0;
   const int64_t per_cta = std::min(per_cta_cap, kTotal / std::max<int64_t>(ctas, 1));
-  const int64_t per_row = std::min(per_cta / rows_per_cta, (row_bytes + 15) / 16 * 16) / 16 * 16;
+  // Rounded down: a row's prefetch never passes its last byte (the start may move back to 16 bytes).
+  const int64_t per_row = std::min(per_cta / rows_per_cta, row_bytes) / 16 * 16;
   return per_row >= 16 ? static_cast<int32_t>(per_row) : 0;
 }
 

@@ -37,7 +37,8 @@ size_t device_smem_per_sm();
 // Bytes of a weight's rows to ask the L2 for before a kernel's wait, per CTA: rows_per_cta rows of
 // row_bytes each (what the CTA reads first), `ctas` CTAs asking. At most DEEPINFER_L2_PREFETCH_KB a
 // CTA (default 64; 0: none) and 24 MB in all (half the L2, so the lines are there when read);
-// 0 when that leaves less than 16 bytes a row. A multiple of 16 (the bulk prefetch's unit).
+// 0 when that leaves less than 16 bytes a row. A multiple of 16 (the bulk prefetch's unit), rounded
+// down, so a row's prefetch ends inside it.
 int32_t l2_prefetch_row_bytes(int64_t rows_per_cta, int64_t row_bytes, int64_t ctas);
 
 // This thread's control (thread-local: data-parallel ranks drive their GPUs from their own threads).

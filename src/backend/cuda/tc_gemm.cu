@@ -57,9 +57,6 @@ struct Red {
 __host__ __device__ constexpr int outs_per_group(bool swiglu) { return swiglu ? 8 : 16; }
 __host__ __device__ constexpr int groups_per_cta(bool seq, int ks, int rg) { return seq ? kWarps * rg : kWarps / ks; }
 
-// grid (token blocks * row tiles, slices, groups); block b: token block b % nb, row tile b / nb.
-// part (grid-split schedule, grid.y = ks): slice y's sums go to part + y * tokens * groups * R, in
-// y's layout, for sum_slices_kernel; else grid.y = 1 and the sums go to y.
 // The CTA's weight rows (a row tile of group blockIdx.z; token block 0's CTAs only, the others read
 // the same rows), prefetch_bytes of each from the start of its K range (a slice CTA's slice; else
 // column 0), for the L2 before the wait.
@@ -71,14 +68,22 @@ __device__ __forceinline__ L2Rows first_rows(const DevMatrix& w, int64_t groups,
   if (prefetch_bytes == 0 || b % nb != 0 || o >= R) return L2Rows{};
   const int64_t per = ((C + kSlabK - 1) / kSlabK + ks - 1) / ks;  // slabs a slice (tc_tile.cuh's tile)
   const int64_t k0 = slice_ctas ? static_cast<int64_t>(blockIdx.y) * per * kSlabK : 0;
+  // Bytes from column k0 to the row's end (a last slice may be shorter), down to 16: the row's own.
+  const int64_t left =
+      (skinny::row_bytes<stored(F)>(w, 1, C - k0) - skinny::row_bytes<stored(F)>(w, 0, C - k0)) / 16 * 16;
+  if (k0 >= C || left < 16) return L2Rows{};
   const int64_t row = blockIdx.z * R + o;
   // (a row pitch of k0 columns: column k0's byte offset in a row)
   const uint8_t* first = skinny::row_bytes<stored(F)>(w, row, C) +
                          (skinny::row_bytes<stored(F)>(w, 1, k0) - skinny::row_bytes<stored(F)>(w, 0, k0));
   return L2Rows{first, skinny::row_bytes<stored(F)>(w, 1, C) - skinny::row_bytes<stored(F)>(w, 0, C),
-                static_cast<int32_t>(n < R - o ? n : R - o), prefetch_bytes};
+                static_cast<int32_t>(n < R - o ? n : R - o),
+                static_cast<int32_t>(prefetch_bytes < left ? prefetch_bytes : left)};
 }
 
+// grid (token blocks * row tiles, slices, groups); block b: token block b % nb, row tile b / nb.
+// part (grid-split schedule, grid.y = ks): slice y's sums go to part + y * tokens * groups * R, in
+// y's layout, for sum_slices_kernel; else grid.y = 1 and the sums go to y.
 template <int F, int NT, int RG, bool kRaw, bool kGrid>
 __global__ void __launch_bounds__(kThreads, NT * RG >= 8 ? 1 : 2)
     linear_tc_kernel(DevMatrix w, int64_t groups, const uint4* xc, const float* x, int64_t tokens, float* y, int64_t nb,
