@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "backend/cuda/device_math.cuh"
+#include "core/dtype.h"
 #include "backend/cuda/skinny_gemm.cuh"
 #include "backend/cuda/launch.cuh"
 
@@ -65,7 +66,7 @@ __device__ __forceinline__ L2Rows first_job_rows(const DevMatrix& w, int64_t gro
   const int64_t b = blockIdx.x, R = w.rows / groups, n = skinny::outs_per_cta(false, ks), o = (b % ct) * n;
   if (prefetch_bytes == 0 || b >= ct * groups || o >= R) return L2Rows{};
   const uint8_t* first = skinny::row_bytes<F>(w, (b / ct) * R + o, w.cols);
-  return L2Rows{first, skinny::row_bytes<F>(w, 1, w.cols) - skinny::row_bytes<F>(w, 0, w.cols),
+  return L2Rows{first, skinny::cols_bytes<F>(w.cols),
                 static_cast<int32_t>(n < R - o ? n : R - o), prefetch_bytes};
 }
 
@@ -448,7 +449,7 @@ void launch_linear(const DevMatrix& w, int64_t groups, const float* x, int64_t t
   const bool xv = x_vec_ok(x, groups * w.cols) && w.cols % 4 == 0;
   if (tokens <= 2 && fmt != skinny::kGeneric) {
     const dim3 sgrid(static_cast<unsigned>(std::min<int64_t>(ct * groups, resident_ctas())));
-    const int64_t row_bytes = fmt == skinny::kF4 ? w.cols / 2 : w.cols * (fmt == skinny::kF32 ? 4 : fmt == skinny::kF8 ? 1 : 2);
+    const int64_t row_bytes = w.cols * static_cast<int64_t>(dtype_bits(static_cast<DType>(w.dtype))) / 8;
     const int32_t pre = l2_prefetch_row_bytes(skinny::outs_per_cta(false, ks), row_bytes, sgrid.x);
     switch (fmt) {
 #define DEEPINFER_LINEAR(F)                                                                                      \

@@ -290,10 +290,14 @@ template <int F>
 __device__ __forceinline__ int block_shift(const DevMatrix& w) {
   return F == kF8 && w.block_cols > 0 ? __ffs(static_cast<int>(w.block_cols)) - 1 : 0;
 }
+// Bytes of `cols` elements of format F (FP4: two a byte): a row's pitch, or a column's offset in it.
+template <int F>
+__host__ __device__ constexpr int64_t cols_bytes(int64_t cols) {
+  return F == kF4 ? cols / 2 : cols * (F == kF32 ? 4 : F == kF8 ? 1 : 2);
+}
 template <int F>
 __device__ __forceinline__ const uint8_t* row_bytes(const DevMatrix& w, int64_t row, int64_t K) {
-  constexpr int64_t kBytes = F == kF32 ? 4 : F == kF8 ? 1 : 2;  // FP4: pitch K / 2
-  return w.data + (F == kF4 ? row * (K / 2) : row * K * kBytes);
+  return w.data + row * cols_bytes<F>(K);
 }
 template <int F>
 __device__ __forceinline__ int64_t scale_row(const DevMatrix& w, int64_t row) {

@@ -37,6 +37,7 @@
 #include <string_view>
 
 #include "backend/cuda/device_math.cuh"
+#include "core/dtype.h"
 #include "backend/cuda/gemm_kernels.h"
 #include "backend/cuda/launch.cuh"
 #include "backend/cuda/tc_tile.cuh"  // the fragments, staging and tile of every schedule
@@ -69,14 +70,11 @@ __device__ __forceinline__ L2Rows first_rows(const DevMatrix& w, int64_t groups,
   const int64_t per = ((C + kSlabK - 1) / kSlabK + ks - 1) / ks;  // slabs a slice (tc_tile.cuh's tile)
   const int64_t k0 = slice_ctas ? static_cast<int64_t>(blockIdx.y) * per * kSlabK : 0;
   // Bytes from column k0 to the row's end (a last slice may be shorter), down to 16: the row's own.
-  const int64_t left =
-      (skinny::row_bytes<stored(F)>(w, 1, C - k0) - skinny::row_bytes<stored(F)>(w, 0, C - k0)) / 16 * 16;
+  const int64_t left = skinny::cols_bytes<stored(F)>(C - k0) / 16 * 16;
   if (k0 >= C || left < 16) return L2Rows{};
   const int64_t row = blockIdx.z * R + o;
-  // (a row pitch of k0 columns: column k0's byte offset in a row)
-  const uint8_t* first = skinny::row_bytes<stored(F)>(w, row, C) +
-                         (skinny::row_bytes<stored(F)>(w, 1, k0) - skinny::row_bytes<stored(F)>(w, 0, k0));
-  return L2Rows{first, skinny::row_bytes<stored(F)>(w, 1, C) - skinny::row_bytes<stored(F)>(w, 0, C),
+  const uint8_t* first = skinny::row_bytes<stored(F)>(w, row, C) + skinny::cols_bytes<stored(F)>(k0);
+  return L2Rows{first, skinny::cols_bytes<stored(F)>(C),
                 static_cast<int32_t>(n < R - o ? n : R - o),
                 static_cast<int32_t>(prefetch_bytes < left ? prefetch_bytes : left)};
 }
@@ -467,7 +465,7 @@ void launch_linear_tc(int fmt, const DevMatrix& w, int64_t groups, const float* 
   const auto* x4 = static_cast<const uint4*>(xc);
   // The L2 prefetch of each CTA's rows (token block 0's CTAs): from a slice's start under the grid
   // split, else from column 0 (what the seq and split schedules read first).
-  const int64_t elem_bits = w.dtype == skinny::kF4 ? 4 : w.dtype == skinny::kF32 ? 32 : w.dtype == skinny::kF8 ? 8 : 16;
+  const auto elem_bits = static_cast<int64_t>(dtype_bits(static_cast<DType>(w.dtype)));
   const int64_t nslab = (w.cols + tc::kSlabK - 1) / tc::kSlabK, per = (nslab + ks - 1) / ks;
   const int64_t region = (p.grid_split ? std::min(per * tc::kSlabK, w.cols) : w.cols) * elem_bits / 8;
   const int32_t pre = l2_prefetch_row_bytes(tc::groups_per_cta(seq, ks, rg) * tc::outs_per_group(false), region,
