@@ -75,6 +75,11 @@ run backend_ops_grid_split env DEEPINFER_TC_GRID_SPLIT=1 DEEPINFER_TC_GEMM=1 .gp
 run backend_ops_grid_split_off env DEEPINFER_TC_GRID_SPLIT=0 DEEPINFER_TC_GEMM=1 .gpu/test_backend \
   --gtest_filter='*BackendOps*Linear*:*BackendOps*Moe*:*BackendOpsInvariant*'
 run model_parity_grid_split_off env DEEPINFER_TC_GRID_SPLIT=0 DEEPINFER_DEVICE=cuda .gpu/test_model
+# The grid split's slice CTAs with x staged a piece at a time (DEEPINFER_TC_SLICE_X=0): the path of
+# the slices whose x passes the shared-memory cap (tc_gemm.cu's whole_slice_pieces); by default the
+# op suite's slices fit and stage their x whole. Pinned, so the invariance checks compare the bits.
+run backend_ops_slice_x_off env DEEPINFER_TC_SLICE_X=0 DEEPINFER_TC_GEMM=1 .gpu/test_backend \
+  --gtest_filter='*BackendOps*Linear*:*BackendOps*Moe*:*BackendOpsInvariant*'
 # The tensor-core attention in key splits: every call split at 64 keys (rows then depend on their
 # own keys only: the op tests' row-alone-against-batch checks hold); the model parity with the
 # tensor-core kernel from 1 token, every call split at 32 keys (the tiny models' lists are short),

@@ -70,6 +70,16 @@ size_t device_smem_per_sm() {
   return n;
 }
 
+size_t device_smem_per_block_optin() {
+  static const size_t n = [] {
+    int dev = 0, bytes = 0;
+    cudaGetDevice(&dev);
+    cudaDeviceGetAttribute(&bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
+    return static_cast<size_t>(bytes);
+  }();
+  return n;
+}
+
 LaunchControl& launch_control() {
   thread_local LaunchControl control;
   return control;

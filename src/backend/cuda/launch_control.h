@@ -33,6 +33,8 @@ bool dependent_launch_enabled();
 int device_sm_count();
 // Shared memory of one SM of the current device, in bytes (read once).
 size_t device_smem_per_sm();
+// The most shared memory one CTA may take on the current device (with the kernel's opt-in), bytes.
+size_t device_smem_per_block_optin();
 
 // Bytes of a weight's rows to ask the L2 for before a kernel's wait, per CTA: rows_per_cta rows of
 // row_bytes each (what the CTA reads first), `ctas` CTAs asking. At most DEEPINFER_L2_PREFETCH_KB a

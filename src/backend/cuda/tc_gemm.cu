@@ -32,6 +32,7 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <string_view>
@@ -85,7 +86,7 @@ __device__ __forceinline__ L2Rows first_rows(const DevMatrix& w, int64_t groups,
 template <int F, int NT, int RG, bool kRaw, bool kGrid>
 __global__ void __launch_bounds__(kThreads, NT * RG >= 8 ? 1 : 2)
     linear_tc_kernel(DevMatrix w, int64_t groups, const uint4* xc, const float* x, int64_t tokens, float* y, int64_t nb,
-                     int ks, bool seq, float* part, int32_t prefetch_bytes) {
+                     int ks, bool seq, float* part, int32_t prefetch_bytes, bool stage_all) {
   wait_for_previous_kernel(first_rows<F>(w, groups, nb, ks, seq, RG, kGrid && part, prefetch_bytes));
   __shared__ Red<RG == 1 && !kGrid ? NT : 1> red;  // the split schedule's (RG 1 only)
   extern __shared__ uint4 x_stage[];               // staged_smem() bytes
@@ -110,6 +111,7 @@ __global__ void __launch_bounds__(kThreads, NT * RG >= 8 ? 1 : 2)
   j.ldy = groups * R;
   j.limit = 0.0f;
   j.ks = ks;
+  j.stage_all = kGrid && stage_all;
   if constexpr (kGrid) {
     j.slice = part ? static_cast<int>(blockIdx.y) : -1;
     j.y = (part ? part + static_cast<int64_t>(blockIdx.y) * tokens * groups * R : y) + gi * R;
@@ -129,7 +131,7 @@ template <int F, bool kSwiglu, int NT, int RG, bool kRaw, bool kGrid>
 __global__ void __launch_bounds__(kThreads, NT * RG >= 8 ? 1 : 2)
     moe_tc_kernel(const DevMatrix* wa, const DevMatrix* wb, const MoeTile* tiles, const int32_t* tile_count,
                   int64_t identity_rows, const int32_t* row_src, const uint4* xc, int64_t x_rows, const float* x,
-                  int64_t K, float* y, int64_t n_out, float limit, int ks, bool seq, float* part) {
+                  int64_t K, float* y, int64_t n_out, float limit, int ks, bool seq, float* part, bool stage_all) {
   wait_for_previous_kernel();
   __shared__ Red<RG == 1 && !kGrid ? NT : 1> red;
   extern __shared__ uint4 x_stage[];  // staged_smem() bytes
@@ -164,6 +166,7 @@ __global__ void __launch_bounds__(kThreads, NT * RG >= 8 ? 1 : 2)
   j.re = re;
   j.limit = limit;
   j.ks = ks;
+  j.stage_all = kGrid && stage_all;
   if constexpr (kGrid) {
     const int64_t width = part && kSwiglu ? 2 * n_out : n_out;
     j.y = part ? part + static_cast<int64_t>(blockIdx.z) * identity_rows * width : y;
@@ -279,6 +282,14 @@ int rows_per_warp() {
   return rg;
 }
 
+// Dynamic shared memory a grid-split kernel of nt 8-token tiles may take for a slice's whole x: two
+// CTAs an SM at 32 tokens (their launch bounds ask for two), one at 64; within the device's limit.
+size_t whole_slice_cap(int nt) {
+  const size_t want = (nt == 8 ? 200 : 100) * 1024;
+  const size_t limit = device_smem_per_block_optin();
+  return limit > want + 4096 ? want : limit > 4096 ? limit - 4096 : 0;
+}
+
 }  // namespace tc
 
 }  // namespace
@@ -387,6 +398,31 @@ void split_x_for(int fmt, const float* x, int64_t rows, int64_t groups, int64_t 
 
 namespace {
 
+// Pieces of x a grid-split slice CTA stages at once (tc_tile.cuh's Job::stage_all: one wait instead
+// of one a piece; session 30's ncu: the 256-row projections' 16 waits a slice took 10-24x their
+// bytes' time), or 0 where the slice's x passes tc::whole_slice_cap or DEEPINFER_TC_SLICE_X=0 (the
+// A/B). The same MMAs either way, so the same bits.
+int64_t whole_slice_pieces(int fmt, int nt, int64_t K, int ks) {
+  static const bool on = policy_from_env("DEEPINFER_TC_SLICE_X") != TcPolicy::Never;
+  const int64_t nslab = (K + tc::kSlabK - 1) / tc::kSlabK, per = (nslab + ks - 1) / ks;
+  const int64_t pieces = per * (32 / tc::chunk_elems(fmt));
+  return on && pieces * tc::stage_bytes(fmt, 8 * nt) <= tc::whole_slice_cap(nt) ? pieces : 0;
+}
+
+// The launch's dynamic shared memory: staged x of kStages pieces, or (pieces > 0) of a whole slice.
+// `limit`: what allow_dynamic_smem is asked for, the same every call of a kernel (its first call
+// sets the kernel's ceiling once).
+struct StageSmem {
+  size_t bytes, limit;
+};
+template <int F, int NT, bool kStage, bool kGrid>
+StageSmem stage_smem(int64_t pieces) {
+  constexpr size_t staged = tc::staged_smem<F, NT, kStage>();
+  if constexpr (!kGrid) return StageSmem{staged, staged};
+  const size_t cap = std::max(staged, tc::whole_slice_cap(NT));
+  return StageSmem{pieces > 0 ? static_cast<size_t>(pieces) * tc::stage_bytes(F, 8 * NT) : staged, cap};
+}
+
 // How a launcher runs a call, from the shapes alone (the *_slice_bytes functions size `part` by it).
 struct Schedule {
   int ks, nt, rg;
@@ -470,12 +506,13 @@ void launch_linear_tc(int fmt, const DevMatrix& w, int64_t groups, const float* 
   const int64_t region = (p.grid_split ? std::min(per * tc::kSlabK, w.cols) : w.cols) * elem_bits / 8;
   const int32_t pre = l2_prefetch_row_bytes(tc::groups_per_cta(seq, ks, rg) * tc::outs_per_group(false), region,
                                             p.row_tiles * grid.y * groups);
+  const int64_t whole = slices ? whole_slice_pieces(fmt, nt, w.cols, ks) : 0;
 #define DEEPINFER_TC_LINEAR_K(F, NT, RG, RAW, GRID)                                                              \
   {                                                                                                               \
-    constexpr size_t smem = tc::staged_smem<F, NT, GRID || tc::stages_by_default(NT, RG, RAW)>();                 \
-    if (!allow_dynamic_smem<tc::linear_tc_kernel<F, NT, RG, RAW, GRID>>(smem)) return;                             \
-    launch(tc::linear_tc_kernel<F, NT, RG, RAW, GRID>, grid, tc::kThreads, smem, w, groups, RAW ? nullptr : x4, \
-           RAW ? x : nullptr, tokens, y, nb, ks, seq, slices, pre);                                               \
+    const StageSmem smem = stage_smem<F, NT, GRID || tc::stages_by_default(NT, RG, RAW), GRID>(whole);            \
+    if (!allow_dynamic_smem<tc::linear_tc_kernel<F, NT, RG, RAW, GRID>>(smem.limit)) return;                       \
+    launch(tc::linear_tc_kernel<F, NT, RG, RAW, GRID>, grid, tc::kThreads, smem.bytes, w, groups,               \
+           RAW ? nullptr : x4, RAW ? x : nullptr, tokens, y, nb, ks, seq, slices, pre, whole > 0);                 \
   }
 #define DEEPINFER_TC_LINEAR(F)                        \
   if (raw) {                                          \
@@ -555,12 +592,13 @@ void launch_moe_gemm_tc(bool swiglu, int fmt, const DevMatrix* wa, const DevMatr
     if (cudaPeekAtLastError() != cudaSuccess) return;
   }
   const auto* x4 = static_cast<const uint4*>(xc);
+  const int64_t whole = slices ? whole_slice_pieces(fmt, nt, K, ks) : 0;
 #define DEEPINFER_TC_MOE_K(F, S, NT, RG, RAW, GRID)                                                                 \
   {                                                                                                                 \
-    constexpr size_t smem = tc::staged_smem<F, NT, GRID || tc::stages_by_default(NT, RG, RAW)>();                   \
-    if (!allow_dynamic_smem<tc::moe_tc_kernel<F, S, NT, RG, RAW, GRID>>(smem)) return;                               \
-    launch(tc::moe_tc_kernel<F, S, NT, RG, RAW, GRID>, grid, tc::kThreads, smem, wa, wb, tiles, tile_count,       \
-           identity_rows, row_src, x4, x_rows, x, K, y, n_out, limit, ks, seq, slices);                             \
+    const StageSmem smem = stage_smem<F, NT, GRID || tc::stages_by_default(NT, RG, RAW), GRID>(whole);              \
+    if (!allow_dynamic_smem<tc::moe_tc_kernel<F, S, NT, RG, RAW, GRID>>(smem.limit)) return;                         \
+    launch(tc::moe_tc_kernel<F, S, NT, RG, RAW, GRID>, grid, tc::kThreads, smem.bytes, wa, wb, tiles, tile_count, \
+           identity_rows, row_src, x4, x_rows, x, K, y, n_out, limit, ks, seq, slices, whole > 0);                  \
   }
 #define DEEPINFER_TC_MOE_S(F, S)                       \
   if (raw) {                                           \

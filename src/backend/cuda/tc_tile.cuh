@@ -71,6 +71,9 @@ struct Job {
   int ks;
   bool seq;
   int slice;  // >= 0: only this slice, into a partial (the grid-split schedule)
+  // A slice CTA's whole x at once (slice_pieces stages of dynamic shared memory, sized by the host:
+  // tc_gemm.cu's whole_slice_stages): one wait, instead of one a piece with kStages - 1 in flight.
+  bool stage_all;
 };
 
 __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
@@ -174,6 +177,7 @@ __device__ __forceinline__ void cp_async(void* dst, const void* src, int bytes) 
 }
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 __device__ __forceinline__ void cp_async_wait_stages() { asm volatile("cp.async.wait_group %0;\n" ::"n"(kStages - 2)); }
+__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_all;\n" ::); }
 
 // Piece i's records (CH of them from record `first` of each row) into stage buffer `stage`, by the
 // whole CTA; row_off: each of the ROWS rows' first record. kLo: the lo records too.
@@ -295,6 +299,7 @@ __device__ __forceinline__ void tile(const Job& j, float* red, uint4* x_stage) {
   const int ks = j.ks, kp = j.seq ? 1 : ks;
   const int ksi = warp % kp;
   const bool one_slice = kGrid && j.slice >= 0;
+  const bool stage_all = one_slice && j.stage_all;
   const int s_first = one_slice ? j.slice : ksi, s_end = one_slice ? j.slice + 1 : ks;
 
   // This lane's two weight rows of each group: plain, outputs o0 + 16 rg + g and + 8; SwiGLU, output
@@ -362,6 +367,7 @@ __device__ __forceinline__ void tile(const Job& j, float* red, uint4* x_stage) {
   const int64_t npieces = nslab * P;
   const int64_t per = (nslab + ks - 1) / ks;  // slice s: slabs [s * per, (s + 1) * per)
   constexpr int SS = static_cast<int>(stage_bytes(F, kRows) / sizeof(uint4));  // a stage, in uint4
+  [[maybe_unused]] const int64_t first = one_slice ? j.slice * per * P : 0;  // the CTA's first piece
   if constexpr (kStaged) {
     if (threadIdx.x < kRows) {
       const int64_t r0 = j.rb + threadIdx.x;
@@ -369,14 +375,21 @@ __device__ __forceinline__ void tile(const Job& j, float* red, uint4* x_stage) {
       row_off[threadIdx.x] = static_cast<uint32_t>((j.row_src ? static_cast<int64_t>(j.row_src[r]) : r) * j.ldxc);
     }
     __syncthreads();
-    // Piece p sits in buffer p % kStages; a slice CTA's pieces start at its first.
-    const int64_t first = one_slice ? j.slice * per * P : 0;
+    // Piece p sits in buffer p % kStages; a slice CTA's pieces start at its first. stage_all: piece
+    // p in buffer p - first, every piece of the slice asked for at once (one L2 round trip).
+    if (stage_all) {
+      const int64_t end = first + per * P < npieces ? first + per * P : npieces;
+      for (int64_t pc = first; pc < end; ++pc)
+        fill_stage<CH, kRows, !f16_operands(F)>(x_stage + (pc - first) * SS, j.xc, j.xlo, row_off, (pc / P) * 32 + (pc % P) * CH);
+      cp_async_commit();  // waited for at the first piece, after the first weight loads are out
+    } else {
 #pragma unroll
-    for (int st = 0; st < kStages - 1; ++st) {
-      const int64_t pc = first + st;
-      if (pc < npieces)
-        fill_stage<CH, kRows, !f16_operands(F)>(x_stage + (pc % kStages) * SS, j.xc, j.xlo, row_off, (pc / P) * 32 + (pc % P) * CH);
-      cp_async_commit();
+      for (int st = 0; st < kStages - 1; ++st) {
+        const int64_t pc = first + st;
+        if (pc < npieces)
+          fill_stage<CH, kRows, !f16_operands(F)>(x_stage + (pc % kStages) * SS, j.xc, j.xlo, row_off, (pc / P) * 32 + (pc % P) * CH);
+        cp_async_commit();
+      }
     }
   }
 
@@ -447,15 +460,23 @@ __device__ __forceinline__ void tile(const Job& j, float* red, uint4* x_stage) {
             exact[r] = !f16_operands(F) && __any_sync(0xffffffffu, ex);
           }
           if constexpr (kStaged) {
-            // Piece cs has landed (and every warp is done with piece cs - 1, whose buffer takes
-            // piece cs + kStages - 1 now).
-            cp_async_wait_stages();
-            __syncthreads();
-            const int64_t next = cs + kStages - 1;
-            if (next < npieces)
-              fill_stage<CH, kRows, !f16_operands(F)>(x_stage + (next % kStages) * SS, j.xc, j.xlo, row_off, (next / P) * 32 + (next % P) * CH);
-            cp_async_commit();
-            const uint4* hm = x_stage + (cs % kStages) * SS;
+            const uint4* hm = x_stage + (cs - first) * SS;  // stage_all's buffer
+            if (stage_all) {
+              if (cs == first) {  // every warp reaches it (seq: the same pieces)
+                cp_async_wait_all();
+                __syncthreads();
+              }
+            } else {
+              // Piece cs has landed (and every warp is done with piece cs - 1, whose buffer takes
+              // piece cs + kStages - 1 now).
+              cp_async_wait_stages();
+              __syncthreads();
+              const int64_t next = cs + kStages - 1;
+              if (next < npieces)
+                fill_stage<CH, kRows, !f16_operands(F)>(x_stage + (next % kStages) * SS, j.xc, j.xlo, row_off, (next / P) * 32 + (next % P) * CH);
+              cp_async_commit();
+              hm = x_stage + (cs % kStages) * SS;
+            }
             slab_mma<F, NT, RG, kRaw, true>(ra, rb, sa, Sa, sb, Sb, exact, nullptr, nullptr, xoff, k0, 0, valid, cur, hm,
                                             reinterpret_cast<const uint2*>(hm + kRows * stage_stride(CH)));
           } else {
