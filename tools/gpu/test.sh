@@ -80,15 +80,6 @@ run model_parity_grid_split_off env DEEPINFER_TC_GRID_SPLIT=0 DEEPINFER_DEVICE=c
 # op suite's slices fit and stage their x whole. Pinned, so the invariance checks compare the bits.
 run backend_ops_slice_x_off env DEEPINFER_TC_SLICE_X=0 DEEPINFER_TC_GEMM=1 .gpu/test_backend \
   --gtest_filter='*BackendOps*Linear*:*BackendOps*Moe*:*BackendOpsInvariant*'
-# The default mode's slice CTAs on f16 operands split x themselves (tc_gemm.cu's split_in_gemm; named,
-# so that it prints its notice), and with it off read the split_x_f16 records staged whole.
-run backend_ops_split_in_gemm env DEEPINFER_TC_SPLIT_IN_GEMM=1 .gpu/test_backend \
-  --gtest_filter='*BackendOps*Linear*:*BackendOps*Moe*'
-[ ! -f "$out/backend_ops_split_in_gemm.log" ] || grep -q "slice CTAs split x themselves" "$out/backend_ops_split_in_gemm.log" ||
-  { echo "--- backend_ops_split_in_gemm: no slice CTA split x"; failures=$((failures + 1)); }
-run backend_ops_split_in_gemm_off env DEEPINFER_TC_SPLIT_IN_GEMM=0 .gpu/test_backend \
-  --gtest_filter='*BackendOps*Linear*:*BackendOps*Moe*'
-run model_parity_split_in_gemm_off env DEEPINFER_TC_SPLIT_IN_GEMM=0 DEEPINFER_DEVICE=cuda .gpu/test_model
 # The tensor-core attention in key splits: every call split at 64 keys (rows then depend on their
 # own keys only: the op tests' row-alone-against-batch checks hold); the model parity with the
 # tensor-core kernel from 1 token, every call split at 32 keys (the tiny models' lists are short),

@@ -34,9 +34,7 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <cstdio>
 #include <cstdlib>
-#include <mutex>
 #include <string_view>
 
 #include "backend/cuda/device_math.cuh"
@@ -88,7 +86,7 @@ __device__ __forceinline__ L2Rows first_rows(const DevMatrix& w, int64_t groups,
 template <int F, int NT, int RG, bool kRaw, bool kGrid>
 __global__ void __launch_bounds__(kThreads, NT * RG >= 8 ? 1 : 2)
     linear_tc_kernel(DevMatrix w, int64_t groups, const uint4* xc, const float* x, int64_t tokens, float* y, int64_t nb,
-                     int ks, bool seq, float* part, int32_t prefetch_bytes, bool stage_all, bool split_here) {
+                     int ks, bool seq, float* part, int32_t prefetch_bytes, bool stage_all) {
   wait_for_previous_kernel(first_rows<F>(w, groups, nb, ks, seq, RG, kGrid && part, prefetch_bytes));
   __shared__ Red<RG == 1 && !kGrid ? NT : 1> red;  // the split schedule's (RG 1 only)
   extern __shared__ uint4 x_stage[];               // staged_smem() bytes
@@ -105,7 +103,7 @@ __global__ void __launch_bounds__(kThreads, NT * RG >= 8 ? 1 : 2)
   j.ldxc = groups * split_row_records(C);
   j.xexp = f16_operands(F) ? reinterpret_cast<const int32_t*>(xc + tokens * groups * split_row_records(C)) + gi : nullptr;
   j.ldxe = groups;
-  j.x = x ? x + gi * C : nullptr;  // kRaw, or split_here
+  j.x = kRaw ? x + gi * C : nullptr;
   j.ldx = groups * C;
   j.row_src = nullptr;
   j.rb = tb * 8 * NT;
@@ -114,7 +112,6 @@ __global__ void __launch_bounds__(kThreads, NT * RG >= 8 ? 1 : 2)
   j.limit = 0.0f;
   j.ks = ks;
   j.stage_all = kGrid && stage_all;
-  j.split_here = kGrid && split_here;
   if constexpr (kGrid) {
     j.slice = part ? static_cast<int>(blockIdx.y) : -1;
     j.y = (part ? part + static_cast<int64_t>(blockIdx.y) * tokens * groups * R : y) + gi * R;
@@ -134,8 +131,7 @@ template <int F, bool kSwiglu, int NT, int RG, bool kRaw, bool kGrid>
 __global__ void __launch_bounds__(kThreads, NT * RG >= 8 ? 1 : 2)
     moe_tc_kernel(const DevMatrix* wa, const DevMatrix* wb, const MoeTile* tiles, const int32_t* tile_count,
                   int64_t identity_rows, const int32_t* row_src, const uint4* xc, int64_t x_rows, const float* x,
-                  int64_t K, float* y, int64_t n_out, float limit, int ks, bool seq, float* part, bool stage_all,
-                  bool split_here) {
+                  int64_t K, float* y, int64_t n_out, float limit, int ks, bool seq, float* part, bool stage_all) {
   wait_for_previous_kernel();
   __shared__ Red<RG == 1 && !kGrid ? NT : 1> red;
   extern __shared__ uint4 x_stage[];  // staged_smem() bytes
@@ -171,7 +167,6 @@ __global__ void __launch_bounds__(kThreads, NT * RG >= 8 ? 1 : 2)
   j.limit = limit;
   j.ks = ks;
   j.stage_all = kGrid && stage_all;
-  j.split_here = kGrid && split_here;
   if constexpr (kGrid) {
     const int64_t width = part && kSwiglu ? 2 * n_out : n_out;
     j.y = part ? part + static_cast<int64_t>(blockIdx.z) * identity_rows * width : y;
@@ -414,19 +409,6 @@ int64_t whole_slice_pieces(int fmt, int nt, int64_t K, int ks) {
   return on && pieces * tc::stage_bytes(fmt, 8 * nt) <= tc::whole_slice_cap(nt) ? pieces : 0;
 }
 
-// Whether the slice CTAs of a stage_all call (pieces > 0) on f16 operands split x themselves
-// (Job::split_here: no split_x_f16 launch; each slice's own exponent a row, so not the bits of the
-// split records, which take one over the whole row), or DEEPINFER_TC_SPLIT_IN_GEMM=0 (the A/B).
-// x read as float4: K a multiple of 4, x 16-byte aligned.
-bool split_in_gemm(int fmt, int64_t pieces, int64_t K, const float* x) {
-  static const bool on = policy_from_env("DEEPINFER_TC_SPLIT_IN_GEMM") != TcPolicy::Never;
-  const bool here = on && pieces > 0 && tc::f16_operands(fmt) && K % 4 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0;
-  static std::once_flag logged;  // tools/gpu/test.sh checks that it ran where asked for (named)
-  if (here && std::getenv("DEEPINFER_TC_SPLIT_IN_GEMM"))
-    std::call_once(logged, [] { std::fprintf(stderr, "deepinfer: tensor-core GEMM slice CTAs split x themselves\n"); });
-  return here;
-}
-
 // The launch's dynamic shared memory: staged x of kStages pieces, or (pieces > 0) of a whole slice.
 // `limit`: what allow_dynamic_smem is asked for, the same every call of a kernel (its first call
 // sets the kernel's ceiling once).
@@ -512,9 +494,7 @@ void launch_linear_tc(int fmt, const DevMatrix& w, int64_t groups, const float* 
   float* slices = p.grid_split ? part : nullptr;
   const dim3 grid(static_cast<unsigned>(p.row_tiles * nb), static_cast<unsigned>(p.grid_split ? ks : 1),
                   static_cast<unsigned>(groups));
-  const int64_t whole = slices ? whole_slice_pieces(fmt, nt, w.cols, ks) : 0;
-  const bool split_here = split_in_gemm(fmt, whole, w.cols, x);
-  if (!raw && !split_here) {
+  if (!raw) {
     split_x_for(fmt, x, tokens, groups, w.cols, xc);
     if (cudaPeekAtLastError() != cudaSuccess) return;  // the caller's check reports it
   }
@@ -526,13 +506,13 @@ void launch_linear_tc(int fmt, const DevMatrix& w, int64_t groups, const float* 
   const int64_t region = (p.grid_split ? std::min(per * tc::kSlabK, w.cols) : w.cols) * elem_bits / 8;
   const int32_t pre = l2_prefetch_row_bytes(tc::groups_per_cta(seq, ks, rg) * tc::outs_per_group(false), region,
                                             p.row_tiles * grid.y * groups);
+  const int64_t whole = slices ? whole_slice_pieces(fmt, nt, w.cols, ks) : 0;
 #define DEEPINFER_TC_LINEAR_K(F, NT, RG, RAW, GRID)                                                              \
   {                                                                                                               \
     const StageSmem smem = stage_smem<F, NT, GRID || tc::stages_by_default(NT, RG, RAW), GRID>(whole);            \
     if (!allow_dynamic_smem<tc::linear_tc_kernel<F, NT, RG, RAW, GRID>>(smem.limit)) return;                       \
     launch(tc::linear_tc_kernel<F, NT, RG, RAW, GRID>, grid, tc::kThreads, smem.bytes, w, groups,               \
-           RAW ? nullptr : x4, RAW || split_here ? x : nullptr, tokens, y, nb, ks, seq, slices, pre, whole > 0,      \
-           split_here);                                                                                           \
+           RAW ? nullptr : x4, RAW ? x : nullptr, tokens, y, nb, ks, seq, slices, pre, whole > 0);                 \
   }
 #define DEEPINFER_TC_LINEAR(F)                        \
   if (raw) {                                          \
@@ -607,19 +587,18 @@ void launch_moe_gemm_tc(bool swiglu, int fmt, const DevMatrix* wa, const DevMatr
   float* slices = p.grid_split ? part : nullptr;
   const dim3 grid(static_cast<unsigned>(grid_tiles), static_cast<unsigned>(p.row_tiles),
                   static_cast<unsigned>(p.grid_split ? ks : 1));
-  const int64_t whole = slices ? whole_slice_pieces(fmt, nt, K, ks) : 0;
-  const bool split_here = split_in_gemm(fmt, whole, K, x);
-  if (!raw && !split_here) {
+  if (!raw) {
     split_x_for(fmt, x, x_rows, 1, K, xc);
     if (cudaPeekAtLastError() != cudaSuccess) return;
   }
   const auto* x4 = static_cast<const uint4*>(xc);
+  const int64_t whole = slices ? whole_slice_pieces(fmt, nt, K, ks) : 0;
 #define DEEPINFER_TC_MOE_K(F, S, NT, RG, RAW, GRID)                                                                 \
   {                                                                                                                 \
     const StageSmem smem = stage_smem<F, NT, GRID || tc::stages_by_default(NT, RG, RAW), GRID>(whole);              \
     if (!allow_dynamic_smem<tc::moe_tc_kernel<F, S, NT, RG, RAW, GRID>>(smem.limit)) return;                         \
     launch(tc::moe_tc_kernel<F, S, NT, RG, RAW, GRID>, grid, tc::kThreads, smem.bytes, wa, wb, tiles, tile_count, \
-           identity_rows, row_src, x4, x_rows, x, K, y, n_out, limit, ks, seq, slices, whole > 0, split_here);      \
+           identity_rows, row_src, x4, x_rows, x, K, y, n_out, limit, ks, seq, slices, whole > 0);                  \
   }
 #define DEEPINFER_TC_MOE_S(F, S)                       \
   if (raw) {                                           \

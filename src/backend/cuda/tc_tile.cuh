@@ -74,9 +74,6 @@ struct Job {
   // A slice CTA's whole x at once (slice_pieces stages of dynamic shared memory, sized by the host:
   // tc_gemm.cu's whole_slice_stages): one wait, instead of one a piece with kStages - 1 in flight.
   bool stage_all;
-  // stage_all of f16 operands: x split by the CTA itself from float x (j.x, pitch j.ldx), with its
-  // slice's own exponent a row, instead of read from split records (no split launch for the call).
-  bool split_here;
 };
 
 __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
@@ -197,51 +194,6 @@ __device__ __forceinline__ void fill_stage(uint4* stage, const uint4* xc, const 
   }
 }
 
-// Job::split_here: the CTA's ROWS rows (row_off: each row's first float) of its slice's columns,
-// `slabs` slabs from column c0, as f16 hi + lo records of x 2^-e in the stages' layout (the slice's
-// piece p in stage p: stride ss uint4), records past K zeros; e a row from its largest magnitude in
-// the slice (mma::f16_block_exponent, as split_x_f16_kernel takes it over the whole row) into
-// row_exp. TPR consecutive threads a row (within a warp); each reads its records twice (the second
-// time from L1), so no thread holds a row's slice in registers.
-template <int CH, int ROWS>
-__device__ __noinline__ void split_slice_f16(uint4* x_stage, int ss, const float* x, const uint32_t* row_off,
-                                                int64_t c0, int64_t slabs, int64_t K, int32_t* row_exp) {
-  constexpr int TPR = kThreads / ROWS, P = 32 / CH;
-  static_assert(kThreads % ROWS == 0 && TPR <= 32, "a row's threads share a warp");
-  const int row = static_cast<int>(threadIdx.x) / TPR, sub = static_cast<int>(threadIdx.x) % TPR;
-  const float* xr = x + row_off[row];
-  const int64_t recs = slabs * (kSlabK / 4);
-  // Record q's 4 columns: slab q / 32, lane t = q % 4, step J = (q % 32) / 4 (split_index's order).
-  auto col_of = [&](int64_t q) { return c0 + (q / 32) * kSlabK + 32 * (q % 4) + 4 * ((q % 32) / 4); };
-  float m = 0.0f;  // (fmaxf drops NaN: a NaN element reaches the output through its own parts)
-#pragma unroll 4
-  for (int64_t q = sub; q < recs; q += TPR) {
-    const int64_t c = col_of(q);
-    if (c < K) {
-      const float4 v = __ldg(reinterpret_cast<const float4*>(xr + c));
-      m = fmaxf(m, fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w))));
-    }
-  }
-#pragma unroll
-  for (int o = TPR / 2; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
-  const int e = ::deepinfer::cuda::mma::f16_block_exponent(m);
-  const float down = ::deepinfer::cuda::mma::pow2f(-e);
-  if (sub == 0) row_exp[row] = e;
-#pragma unroll 4
-  for (int64_t q = sub; q < recs; q += TPR) {
-    const int64_t c = col_of(q);
-    const float4 v = c < K ? __ldg(reinterpret_cast<const float4*>(xr + c)) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-    const float f[4] = {v.x * down, v.y * down, v.z * down, v.w * down};
-    __half hi[4], lo[4];
-#pragma unroll
-    for (int k = 0; k < 4; ++k) ::deepinfer::cuda::mma::split2_f16(f[k], hi[k], lo[k]);
-    const int r = static_cast<int>(q % 32);
-    x_stage[((q / 32) * P + r / CH) * ss + row * stage_stride(CH) + r % CH] =
-        make_uint4(::deepinfer::cuda::mma::pack_f16(hi[0], hi[1]), ::deepinfer::cuda::mma::pack_f16(hi[2], hi[3]),
-                   ::deepinfer::cuda::mma::pack_f16(lo[0], lo[1]), ::deepinfer::cuda::mma::pack_f16(lo[2], lo[3]));
-  }
-}
-
 // xi: the piece's first column (raw x); xr: its first record in the split x (split_index; the lo
 // plane xlo has the same record numbers). RG: 16-row groups of the warp, each with its own A
 // fragments; one B fragment feeds all of them (fewer x loads per MMA), and every accumulator gets
@@ -348,7 +300,6 @@ __device__ __forceinline__ void tile(const Job& j, float* red, uint4* x_stage) {
   const int ksi = warp % kp;
   const bool one_slice = kGrid && j.slice >= 0;
   const bool stage_all = one_slice && j.stage_all;
-  const bool split_here = f16_operands(F) && stage_all && j.split_here;
   const int s_first = one_slice ? j.slice : ksi, s_end = one_slice ? j.slice + 1 : ks;
 
   // This lane's two weight rows of each group: plain, outputs o0 + 16 rg + g and + 8; SwiGLU, output
@@ -412,27 +363,21 @@ __device__ __forceinline__ void tile(const Job& j, float* red, uint4* x_stage) {
   };
 
   // Staged x: each row's first record, then the first kStages - 1 pieces in flight.
-  __shared__ uint32_t row_off[kStaged ? kRows : 1];  // split_here: floats of x, else records
-  __shared__ int32_t row_exp[kStaged && f16_operands(F) ? kRows : 1];  // split_here's exponents
+  __shared__ uint32_t row_off[kStaged ? kRows : 1];
   const int64_t npieces = nslab * P;
   const int64_t per = (nslab + ks - 1) / ks;  // slice s: slabs [s * per, (s + 1) * per)
   constexpr int SS = static_cast<int>(stage_bytes(F, kRows) / sizeof(uint4));  // a stage, in uint4
   [[maybe_unused]] const int64_t first = one_slice ? j.slice * per * P : 0;  // the CTA's first piece
   if constexpr (kStaged) {
-    const int64_t slice_slabs = (first / P + per < nslab ? first / P + per : nslab) - first / P;
     if (threadIdx.x < kRows) {
       const int64_t r0 = j.rb + threadIdx.x;
       const int64_t r = r0 < j.re ? r0 : j.rb;
-      row_off[threadIdx.x] =
-          static_cast<uint32_t>((j.row_src ? static_cast<int64_t>(j.row_src[r]) : r) * (split_here ? j.ldx : j.ldxc));
+      row_off[threadIdx.x] = static_cast<uint32_t>((j.row_src ? static_cast<int64_t>(j.row_src[r]) : r) * j.ldxc);
     }
     __syncthreads();
     // Piece p sits in buffer p % kStages; a slice CTA's pieces start at its first. stage_all: piece
     // p in buffer p - first, every piece of the slice asked for at once (one L2 round trip).
-    if (split_here) {
-      if constexpr (f16_operands(F))
-        split_slice_f16<CH, kRows>(x_stage, SS, j.x, row_off, (first / P) * kSlabK, slice_slabs, K, row_exp);
-    } else if (stage_all) {
+    if (stage_all) {
       const int64_t end = first + per * P < npieces ? first + per * P : npieces;
       for (int64_t pc = first; pc < end; ++pc)
         fill_stage<CH, kRows, !f16_operands(F)>(x_stage + (pc - first) * SS, j.xc, j.xlo, row_off, (pc / P) * 32 + (pc % P) * CH);
@@ -576,8 +521,7 @@ __device__ __forceinline__ void tile(const Job& j, float* red, uint4* x_stage) {
         if (row >= j.re) continue;
         float va = tot[r][n][c], vb = tot[r][n][c + 2];
         if constexpr (f16_operands(F)) {  // the sums were of x 2^-e (exact scaling, as a slice partial's)
-          const float xs = ::deepinfer::cuda::mma::pow2f(split_here ? row_exp[row - j.rb]
-                                                                    : j.xexp[(j.row_src ? j.row_src[row] : row) * j.ldxe]);
+          const float xs = ::deepinfer::cuda::mma::pow2f(j.xexp[(j.row_src ? j.row_src[row] : row) * j.ldxe]);
           va *= xs;
           vb *= xs;
         }
