@@ -194,10 +194,11 @@ void launch_linear_tc(int fmt, const DevMatrix& w, int64_t groups, const float* 
 // tokens stage x in shared memory for every CTA (the 8 warps of a CTA read it once from L2, not once
 // each: ncu, H100, batch 32: the FP8 / BF16 linears moved 0.4-0.5 TB/s), and where whole-K CTAs
 // would not fill the SMs each slice of the split schedule gets its own CTAs, their partials then
-// summed in slice order (sum_slices_kernel, launched by launch_linear_tc). The same MMAs, the same bits.
+// summed in slice order (sum_slices_kernel, launched by launch_linear_tc). The same MMAs, the same bits
+// (but for the default mode's f16-operand formats, which take more slices there: tc_gemm.cu's grid_slices).
 bool tc_grid_split_wanted();
-// Bytes of the slice partials launch_linear_tc needs for this call (0: none).
-size_t tc_slice_bytes(const DevMatrix& w, int64_t groups, int64_t tokens, const float* x);
+// Bytes of the slice partials launch_linear_tc(fmt, w, ...) needs for this call (0: none).
+size_t tc_slice_bytes(int fmt, const DevMatrix& w, int64_t groups, int64_t tokens, const float* x);
 // Rows per MoE tile for the tensor-core GEMM at about rows_per_expert rows per expert (8, 32 or 64).
 int tc_moe_tile_rows(int64_t rows_per_expert);
 // launch_moe_gate_up (swiglu) / launch_moe_down on the tensor cores: fmt the tc_format of all the

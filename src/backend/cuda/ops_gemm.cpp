@@ -161,7 +161,7 @@ void CudaBackend::linear_any(const WeightMatrix& w, int64_t groups, TensorView x
   const int fmt = tensor_cores_for(T) ? tc_format(dw) : -1;
   if (fmt >= 0) {
     void* xc = tc_reads_x(T, x.f32()) ? nullptr : scratch(tc_split_bytes(T, groups, w.cols), kTcScratch);
-    const size_t part_bytes = tc_grid_split_wanted() ? tc_slice_bytes(dw, groups, T, x.f32()) : 0;
+    const size_t part_bytes = tc_grid_split_wanted() ? tc_slice_bytes(fmt, dw, groups, T, x.f32()) : 0;
     auto* part = part_bytes ? static_cast<float*>(scratch(part_bytes, kTcScratch + 1)) : nullptr;
     if (part) {
       static std::once_flag logged;  // tools/gpu/test.sh checks that it ran where asked for (named)

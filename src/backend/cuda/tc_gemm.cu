@@ -260,10 +260,11 @@ __global__ void sum_slices_swiglu_kernel(const float* part, int ks, int64_t rows
 }
 
 // Slices of the reduction, from the weight's shape alone: row_groups of 16 rows (8 outputs under
-// SwiGLU), nslab slabs of the reduction.
-int split_for(int64_t row_groups, int64_t nslab) {
+// SwiGLU), nslab slabs of the reduction; at most max_ks (the in-CTA split schedule puts a CTA's
+// slices on its kWarps warps; grid_slices lifts that where slices are CTAs).
+int split_for(int64_t row_groups, int64_t nslab, int max_ks = kWarps) {
   int ks = 1;
-  while (ks < kWarps && 2 * ks <= nslab && (row_groups * ks + kWarps - 1) / kWarps < kTargetCtas) ks *= 2;
+  while (ks < max_ks && 2 * ks <= nslab && (row_groups * ks + kWarps - 1) / kWarps < kTargetCtas) ks *= 2;
   return ks;
 }
 
@@ -444,7 +445,17 @@ void settle_row_tiles(Schedule& p, int64_t rgroups) {
   p.row_tiles = (rgroups + per - 1) / per;
 }
 
-Schedule plan_linear(int64_t R, int64_t C, int64_t groups, int64_t tokens, bool raw) {
+// Slices of a grid-split call on f16 operands (the default mode only, whose bits already depend on
+// the batch: tc_format): the same rule as split_for without its cap of kWarps, so a small weight's
+// call has ~2 CTAs an SM instead of at most 8 slices of its row tiles (docs/perf.md session 31: the
+// 256-row projections ran 16 CTAs whose warps each issued ~5,800 instructions in a row). Still from
+// the shape alone. DEEPINFER_TC_GRID_SLICES=0 keeps split_for's count (the A/B).
+int grid_slices(int fmt, int64_t row_groups, int64_t nslab, int ks) {
+  static const bool on = policy_from_env("DEEPINFER_TC_GRID_SLICES") != TcPolicy::Never;
+  return on && tc::f16_operands(fmt) ? std::max(ks, tc::split_for(row_groups, nslab, 64)) : ks;
+}
+
+Schedule plan_linear(int fmt, int64_t R, int64_t C, int64_t groups, int64_t tokens, bool raw) {
   Schedule p{};
   const int64_t nslab = (C + tc::kSlabK - 1) / tc::kSlabK;
   const int64_t rgroups = (R + 15) / 16;
@@ -456,6 +467,7 @@ Schedule plan_linear(int64_t R, int64_t C, int64_t groups, int64_t tokens, bool 
   if (tc_grid_split_wanted() && !raw && p.nt >= 4) {
     p.rg = rgw;
     choose_grid_split(p, seq_ctas);
+    if (p.grid_split) p.ks = grid_slices(fmt, rgroups * groups, nslab, p.ks);
   } else {
     p.seq = p.ks == 1 || (p.nt == 8 && seq_ctas >= tc::kSeqMinCtas);
     p.rg = p.seq ? rgw : 1;
@@ -473,10 +485,10 @@ bool tc_grid_split_wanted() {
   return on;
 }
 
-size_t tc_slice_bytes(const DevMatrix& w, int64_t groups, int64_t tokens, const float* x) {
+size_t tc_slice_bytes(int fmt, const DevMatrix& w, int64_t groups, int64_t tokens, const float* x) {
   const int64_t R = w.rows / groups;
   if (tokens <= 0 || R <= 0) return 0;
-  const Schedule p = plan_linear(R, w.cols, groups, tokens, tc_reads_x(tokens, x));
+  const Schedule p = plan_linear(fmt, R, w.cols, groups, tokens, tc_reads_x(tokens, x));
   return p.grid_split ? static_cast<size_t>(p.ks * tokens * groups * R) * sizeof(float) : 0;
 }
 
@@ -485,7 +497,7 @@ void launch_linear_tc(int fmt, const DevMatrix& w, int64_t groups, const float* 
   const int64_t R = w.rows / groups;
   if (tokens <= 0 || R <= 0) return;
   const bool raw = tc_reads_x(tokens, x);
-  const Schedule p = plan_linear(R, w.cols, groups, tokens, raw);
+  const Schedule p = plan_linear(fmt, R, w.cols, groups, tokens, raw);
   if (p.grid_split && !part) return;  // (tc_slice_bytes gave the caller its size)
   if (raw) fmt = tc::raw_format(fmt);
   const int ks = p.ks, nt = p.nt, rg = p.rg;
