@@ -324,7 +324,9 @@ TEST_P(BackendOps, LinearFp8RowsOfEveryMagnitude) {
     Scales scales;
     int64_t rows, cols, groups, T;
   };
+  // (4,096 columns: under the default mode's grid split, 32 slices of one slab: tc_gemm.cu's grid_slices.)
   const Case cases[] = {{Scales::E8M0Blocks, 256, 640, 1, 40},
+                        {Scales::E8M0Blocks, 64, 4096, 1, 24},
                         {Scales::None, 96, 384, 1, 9},
                         {Scales::E8M0Blocks, 4 * 64, 256, 4, 200}};
   for (const Case& k : cases) {
