@@ -50,33 +50,26 @@ int32_t l2_prefetch_row_bytes(int64_t rows_per_cta, int64_t row_bytes, int64_t c
   return per_row >= 16 ? static_cast<int32_t>(per_row) : 0;
 }
 
+// An attribute of the current device (0 if it cannot be read); the callers keep it once per process.
+static int current_device_attribute(cudaDeviceAttr attribute) {
+  int dev = 0, value = 0;
+  cudaGetDevice(&dev);
+  cudaDeviceGetAttribute(&value, attribute, dev);
+  return value;
+}
+
 int device_sm_count() {
-  static const int n = [] {
-    int dev = 0, sms = 0;
-    cudaGetDevice(&dev);
-    cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
-    return sms > 0 ? sms : 1;
-  }();
+  static const int n = std::max(current_device_attribute(cudaDevAttrMultiProcessorCount), 1);
   return n;
 }
 
 size_t device_smem_per_sm() {
-  static const size_t n = [] {
-    int dev = 0, bytes = 0;
-    cudaGetDevice(&dev);
-    cudaDeviceGetAttribute(&bytes, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev);
-    return static_cast<size_t>(bytes);
-  }();
+  static const auto n = static_cast<size_t>(current_device_attribute(cudaDevAttrMaxSharedMemoryPerMultiprocessor));
   return n;
 }
 
 size_t device_smem_per_block_optin() {
-  static const size_t n = [] {
-    int dev = 0, bytes = 0;
-    cudaGetDevice(&dev);
-    cudaDeviceGetAttribute(&bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
-    return static_cast<size_t>(bytes);
-  }();
+  static const auto n = static_cast<size_t>(current_device_attribute(cudaDevAttrMaxSharedMemoryPerBlockOptin));
   return n;
 }
 
