@@ -71,8 +71,9 @@ struct Job {
   int ks;
   bool seq;
   int slice;  // >= 0: only this slice, into a partial (the grid-split schedule)
-  // A slice CTA's whole x at once (slice_pieces stages of dynamic shared memory, sized by the host:
-  // tc_gemm.cu's whole_slice_stages): one wait, instead of one a piece with kStages - 1 in flight.
+  // A slice CTA's whole x at once (a stage of dynamic shared memory for each piece of the slice,
+  // sized by the host: tc_gemm.cu's whole_slice_pieces): one wait, instead of one a piece with
+  // kStages - 1 in flight.
   bool stage_all;
 };
 
