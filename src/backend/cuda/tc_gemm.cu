@@ -286,9 +286,8 @@ int rows_per_warp() {
 // Dynamic shared memory a grid-split kernel of nt 8-token tiles may take for a slice's whole x: two
 // CTAs an SM at 32 tokens (their launch bounds ask for two), one at 64; within the device's limit.
 size_t whole_slice_cap(int nt) {
-  const size_t want = (nt == 8 ? 200 : 100) * 1024;
-  const size_t limit = device_smem_per_block_optin();
-  return limit > want + 4096 ? want : limit > 4096 ? limit - 4096 : 0;
+  const size_t want = (nt == 8 ? 200 : 100) * 1024, limit = device_smem_per_block_optin();
+  return std::min(want, limit > 4096 ? limit - 4096 : 0);  // 4 KB for the static shared memory
 }
 
 }  // namespace tc
