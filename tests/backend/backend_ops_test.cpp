@@ -324,8 +324,8 @@ TEST_P(BackendOps, LinearFp8RowsOfEveryMagnitude) {
     Scales scales;
     int64_t rows, cols, groups, T;
   };
-  // (4,096 columns: with DEEPINFER_TC_GRID_SLICES=1, 32 grid-split slices of one slab: tc_gemm.cu's
-  // grid_slices; tools/gpu/test.sh runs it so.)
+  // (4,096 columns: by default 32 grid-split slices of one slab, tc_gemm.cu's grid_slices; with
+  // DEEPINFER_TC_GRID_SLICES=0 8 of them: tools/gpu/test.sh runs it both ways.)
   const Case cases[] = {{Scales::E8M0Blocks, 256, 640, 1, 40},
                         {Scales::E8M0Blocks, 64, 4096, 1, 24},
                         {Scales::None, 96, 384, 1, 9},

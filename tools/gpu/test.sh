@@ -80,10 +80,10 @@ run model_parity_grid_split_off env DEEPINFER_TC_GRID_SPLIT=0 DEEPINFER_DEVICE=c
 # op suite's slices fit and stage their x whole. Pinned, so the invariance checks compare the bits.
 run backend_ops_slice_x_off env DEEPINFER_TC_SLICE_X=0 DEEPINFER_TC_GEMM=1 .gpu/test_backend \
   --gtest_filter='*BackendOps*Linear*:*BackendOps*Moe*:*BackendOpsInvariant*'
-# The default mode's grid split on f16 operands with more than 8 slices (DEEPINFER_TC_GRID_SLICES=1,
-# tc_gemm.cu's grid_slices; off by default until measured): the op suite's linears and the parity.
-run backend_ops_grid_slices env DEEPINFER_TC_GRID_SLICES=1 .gpu/test_backend --gtest_filter='*BackendOps*Linear*'
-run model_parity_grid_slices env DEEPINFER_TC_GRID_SLICES=1 DEEPINFER_DEVICE=cuda .gpu/test_model
+# The default mode's grid split on f16 operands with the slice count capped at 8 (DEEPINFER_TC_GRID_SLICES=0;
+# by default tc_gemm.cu's grid_slices gives them more): the op suite's linears and the parity.
+run backend_ops_grid_slices_off env DEEPINFER_TC_GRID_SLICES=0 .gpu/test_backend --gtest_filter='*BackendOps*Linear*'
+run model_parity_grid_slices_off env DEEPINFER_TC_GRID_SLICES=0 DEEPINFER_DEVICE=cuda .gpu/test_model
 # The tensor-core attention in key splits: every call split at 64 keys (rows then depend on their
 # own keys only: the op tests' row-alone-against-batch checks hold); the model parity with the
 # tensor-core kernel from 1 token, every call split at 32 keys (the tiny models' lists are short),

@@ -195,8 +195,8 @@ void launch_linear_tc(int fmt, const DevMatrix& w, int64_t groups, const float* 
 // each: ncu, H100, batch 32: the FP8 / BF16 linears moved 0.4-0.5 TB/s), and where whole-K CTAs
 // would not fill the SMs each slice of the split schedule gets its own CTAs, their partials then
 // summed in slice order (sum_slices_kernel, launched by launch_linear_tc). The same MMAs, the same bits
-// (but for the default mode's f16-operand formats under DEEPINFER_TC_GRID_SLICES=1, which take more
-// slices there: tc_gemm.cu's grid_slices).
+// (but for the default mode's f16-operand formats, which take more slices there unless
+// DEEPINFER_TC_GRID_SLICES=0: tc_gemm.cu's grid_slices).
 bool tc_grid_split_wanted();
 // Bytes of the slice partials launch_linear_tc(fmt, w, ...) needs for this call (0: none).
 size_t tc_slice_bytes(int fmt, const DevMatrix& w, int64_t groups, int64_t tokens, const float* x);
