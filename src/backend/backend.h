@@ -68,6 +68,12 @@ struct CompressorWeights {
   float norm_eps = 1e-6f;
 };
 
+// One projection of Backend::linears: its weight and where its outputs go.
+struct LinearOut {
+  const WeightMatrix* w = nullptr;
+  TensorView y;
+};
+
 struct SwigluExpert {
   const WeightMatrix* w1 = nullptr;  // gate [I, D]
   const WeightMatrix* w2 = nullptr;  // down [D, I]
@@ -247,6 +253,12 @@ class Backend {
   // --- dense ---
   // y [T, w.rows] = x [T, w.cols] W^T, W in its stored dtype, float32 accumulation.
   virtual void linear(const WeightMatrix& w, TensorView x, TensorView y) = 0;
+  // The projections of one input (V4's wq_a, wkv, the compressors' wkv / wgate, ...): outs[i].y =
+  // x W_i^T as linear computes each. A backend may run siblings of one format as one launch (CUDA:
+  // one tensor-core GEMM over all their rows); by default one linear each.
+  virtual void linears(TensorView x, std::span<const LinearOut> outs) {
+    for (const LinearOut& o : outs) linear(*o.w, x, o.y);
+  }
   // Block-diagonal projection: W [G*R, C]; y[t, g*R + r] = sum_c W[g*R + r, c] x[t, g*C + c].
   virtual void grouped_linear(const WeightMatrix& w, int64_t groups, TensorView x, TensorView y) = 0;
   // dst[i] = src[rows[i]] over the leading dimension (rows of the step that need logits).

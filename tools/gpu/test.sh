@@ -84,6 +84,9 @@ run backend_ops_slice_x_off env DEEPINFER_TC_SLICE_X=0 DEEPINFER_TC_GEMM=1 .gpu/
 # by default tc_gemm.cu's grid_slices gives them more): the op suite's linears and the parity.
 run backend_ops_grid_slices_off env DEEPINFER_TC_GRID_SLICES=0 .gpu/test_backend --gtest_filter='*BackendOps*Linear*'
 run model_parity_grid_slices_off env DEEPINFER_TC_GRID_SLICES=0 DEEPINFER_DEVICE=cuda .gpu/test_model
+# Sibling projections as one linear each (DEEPINFER_TC_LINEARS=0; by default Backend::linears puts a
+# format's siblings in one tensor-core launch): the parity.
+run model_parity_linears_off env DEEPINFER_TC_LINEARS=0 DEEPINFER_DEVICE=cuda .gpu/test_model
 # The tensor-core attention in key splits: every call split at 64 keys (rows then depend on their
 # own keys only: the op tests' row-alone-against-batch checks hold); the model parity with the
 # tensor-core kernel from 1 token, every call split at 32 keys (the tiny models' lists are short),

@@ -100,6 +100,7 @@ class CudaBackend final : public backend::Backend {
   void perturb_next_replay(int64_t op) override { perturb_op_ = op; }
 
   void linear(const WeightMatrix& w, TensorView x, TensorView y) override;
+  void linears(TensorView x, std::span<const backend::LinearOut> outs) override;
   void grouped_linear(const WeightMatrix& w, int64_t groups, TensorView x, TensorView y) override;
   void gather_rows(TensorView src, std::span<const int64_t> rows, TensorView dst) override;
   void embed(const WeightMatrix& table, std::span<const int32_t> ids, TensorView out) override;

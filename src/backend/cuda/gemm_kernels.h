@@ -189,6 +189,24 @@ void launch_tc_split_x(const float* x, int64_t rows, int64_t groups, int64_t C, 
 // grid-split schedule's slice partials (tc_slice_bytes; unused when that is 0).
 void launch_linear_tc(int fmt, const DevMatrix& w, int64_t groups, const float* x, void* xc, int64_t tokens, float* y,
                       float* part);
+// One weight of launch_linears_tc and where its outputs go ([tokens, w.rows]).
+struct TcLinearTarget {
+  DevMatrix w;
+  float* y;
+};
+constexpr int kTcMaxTargets = 8;
+// launch_linear_tc over up to kTcMaxTargets weights of one tc format and the same columns, all
+// reading the same x (Backend::linears: sibling projections), in ONE launch (and one split of x, none
+// if x_split: xc already holds x split as fmt reads it; one sum of slices): the slice count and the
+// schedule follow from all their rows at once, so a member's bits may differ from its own
+// launch_linear_tc's (the shape rule, not the batch, decides them either way). part:
+// tc_linears_slice_bytes.
+void launch_linears_tc(int fmt, std::span<const TcLinearTarget> targets, const float* x, void* xc, bool x_split,
+                       int64_t tokens, float* part);
+size_t tc_linears_slice_bytes(int fmt, std::span<const TcLinearTarget> targets, int64_t tokens, const float* x);
+// Whether fmt's kernels read x split as f16 parts (else bf16 parts): one split serves the formats of
+// one kind.
+bool tc_split_f16(int fmt);
 // The grid-split schedule, the default (DEEPINFER_TC_GRID_SPLIT=0 turns it off; linear and the shared
 // expert's tensor-core GEMMs, launch_moe_gemm_tc over identity rows): calls of more than 8
 // tokens stage x in shared memory for every CTA (the 8 warps of a CTA read it once from L2, not once

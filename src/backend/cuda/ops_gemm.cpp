@@ -188,6 +188,57 @@ void CudaBackend::linear(const WeightMatrix& w, TensorView x, TensorView y) {
   linear_any(w, 1, x, y);
 }
 
+// The siblings that take the tensor-core GEMM (no cuBLASLt) in launches of one format each, x split
+// once a kind of split; the others as linear runs them. DEEPINFER_TC_LINEARS=0: one linear each
+// (the A/B).
+void CudaBackend::linears(TensorView x, std::span<const backend::LinearOut> outs) {
+  static const bool fuse = policy_from_env("DEEPINFER_TC_LINEARS") != TcPolicy::Never;
+  if (!fuse) {
+    Backend::linears(x, outs);
+    return;
+  }
+  begin_op();
+  check_device(x, DType::F32, "linears input");
+  const int64_t T = x.rows();
+  for (const backend::LinearOut& o : outs) {
+    DEEPINFER_CHECK(o.w != nullptr, "linears: an output without its weight");
+    check_device(o.y, DType::F32, "linears output");
+    DEEPINFER_CHECK(x.last_dim() == o.w->cols && o.y.last_dim() == o.w->rows && o.y.rows() == T,
+                    "linears: weight [{}, {}] does not fit input [{}, {}] / output [{}, {}]", o.w->rows, o.w->cols, T,
+                    x.last_dim(), o.y.rows(), o.y.last_dim());
+  }
+  if (T == 0) return;
+  std::vector<std::pair<int, TcLinearTarget>> fused;  // (format, target)
+  std::vector<const backend::LinearOut*> alone;
+  const bool tensor_cores = tensor_cores_for(T);
+  for (const backend::LinearOut& o : outs) {
+    if (o.w->rows == 0) continue;
+    const DevMatrix dw = weight(*o.w).dev();
+    const int fmt = !tensor_cores || cublas_ready({&dw, 1}, 1, T, o.y.f32()) ? -1 : tc_format(dw);
+    if (fmt >= 0)
+      fused.push_back({fmt, TcLinearTarget{dw, o.y.f32()}});
+    else
+      alone.push_back(&o);
+  }
+  std::stable_sort(fused.begin(), fused.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  void* xc = tc_reads_x(T, x.f32()) ? nullptr : scratch(tc_split_bytes(T, 1, x.last_dim()), kTcScratch);
+  int split_kind = -1;  // what xc holds: 1 f16 parts, 0 bf16 parts
+  for (size_t i = 0; i < fused.size();) {
+    size_t e = i;
+    std::vector<TcLinearTarget> targets;
+    while (e < fused.size() && fused[e].first == fused[i].first && targets.size() < kTcMaxTargets)
+      targets.push_back(fused[e++].second);
+    const int fmt = fused[i].first, kind = tc_split_f16(fmt) ? 1 : 0;
+    const size_t part_bytes = tc_grid_split_wanted() ? tc_linears_slice_bytes(fmt, targets, T, x.f32()) : 0;
+    auto* part = part_bytes ? static_cast<float*>(scratch(part_bytes, kTcScratch + 1)) : nullptr;
+    launch_linears_tc(fmt, targets, x.f32(), xc, kind == split_kind, T, part);
+    split_kind = kind;
+    i = e;
+  }
+  for (const backend::LinearOut* o : alone) linear_any(*o->w, 1, x, o->y);
+  DEEPINFER_CUDA_LAUNCHED();
+}
+
 void CudaBackend::grouped_linear(const WeightMatrix& w, int64_t groups, TensorView x, TensorView y) {
   begin_op();
   check_device(x, DType::F32, "grouped_linear input");

@@ -35,6 +35,8 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
+#include <span>
 #include <string_view>
 
 #include "backend/cuda/device_math.cuh"
@@ -59,15 +61,39 @@ struct Red {
 __host__ __device__ constexpr int outs_per_group(bool swiglu) { return swiglu ? 8 : 16; }
 __host__ __device__ constexpr int groups_per_cta(bool seq, int ks, int rg) { return seq ? kWarps * rg : kWarps / ks; }
 
-// The CTA's weight rows (a row tile of group blockIdx.z; token block 0's CTAs only, the others read
-// the same rows), prefetch_bytes of each from the start of its K range (a slice CTA's slice; else
-// column 0), for the L2 before the wait.
+// The weights one linear_tc launch runs over the same x, each its own run of row tiles and its own
+// output: one for linear / grouped_linear, up to kTcMaxTargets for linears (sibling projections).
+// Passed as a __grid_constant__ parameter (read in place, indexed by the CTA's member).
+struct Members {
+  DevMatrix w[kTcMaxTargets];
+  float* y[kTcMaxTargets];
+  int32_t tile0[kTcMaxTargets + 1];  // member i's row tiles: [tile0[i], tile0[i + 1])
+  int32_t col0[kTcMaxTargets + 1];   // its first column of the slice partials (rows of `cols` floats)
+  int32_t n, cols;
+};
+// No padding: launch() folds the parameter's bytes into the step graphs' keys.
+static_assert(sizeof(Members) == kTcMaxTargets * (sizeof(DevMatrix) + sizeof(float*)) + (2 * kTcMaxTargets + 4) * 4);
+
+// The member of row tile rt (over all members' tiles).
+__device__ __forceinline__ int member_of(const Members& m, int64_t rt) {
+  int i = 0;
+  while (i + 1 < m.n && rt >= m.tile0[i + 1]) ++i;
+  return i;
+}
+
+// The CTA's weight rows (its row tile of its member, group blockIdx.z; token block 0's CTAs only, the
+// others read the same rows), prefetch_bytes of each from the start of its K range (a slice CTA's slice;
+// else column 0), for the L2 before the wait.
 template <int F>
-__device__ __forceinline__ L2Rows first_rows(const DevMatrix& w, int64_t groups, int64_t nb, int ks, bool seq, int RG,
+__device__ __forceinline__ L2Rows first_rows(const Members& m, int64_t groups, int64_t nb, int ks, bool seq, int RG,
                                              bool slice_ctas, int32_t prefetch_bytes) {
-  const int64_t b = blockIdx.x, R = w.rows / groups, C = w.cols;
-  const int64_t n = static_cast<int64_t>(groups_per_cta(seq, ks, RG)) * outs_per_group(false), o = (b / nb) * n;
-  if (prefetch_bytes == 0 || b % nb != 0 || o >= R) return L2Rows{};
+  const int64_t b = blockIdx.x, tb = b % nb;
+  const int mi = member_of(m, b / nb);
+  const int64_t rt = b / nb - m.tile0[mi];
+  const DevMatrix& w = m.w[mi];
+  const int64_t R = w.rows / groups, C = w.cols;
+  const int64_t n = static_cast<int64_t>(groups_per_cta(seq, ks, RG)) * outs_per_group(false), o = rt * n;
+  if (prefetch_bytes == 0 || tb != 0 || o >= R) return L2Rows{};
   const int64_t per = ((C + kSlabK - 1) / kSlabK + ks - 1) / ks;  // slabs a slice (tc_tile.cuh's tile)
   const int64_t k0 = slice_ctas ? static_cast<int64_t>(blockIdx.y) * per * kSlabK : 0;
   // Bytes from column k0 to the row's end (a last slice may be shorter), down to 16: the row's own.
@@ -80,18 +106,23 @@ __device__ __forceinline__ L2Rows first_rows(const DevMatrix& w, int64_t groups,
                 static_cast<int32_t>(prefetch_bytes < left ? prefetch_bytes : left)};
 }
 
-// grid (token blocks * row tiles, slices, groups); block b: token block b % nb, row tile b / nb.
-// part (grid-split schedule, grid.y = ks): slice y's sums go to part + y * tokens * groups * R, in
-// y's layout, for sum_slices_kernel; else grid.y = 1 and the sums go to y.
+// grid (token blocks * row tiles of all members, slices, groups); block b: token block b % nb, row
+// tile b / nb (of member member_of(b / nb)). part (grid-split schedule, grid.y = ks): slice y's
+// sums go to part + y * tokens * m.cols, each member at its col0 (groups: group g's at g * R), for
+// sum_slices_kernel; else grid.y = 1 and the sums go to the member's y.
 template <int F, int NT, int RG, bool kRaw, bool kGrid>
 __global__ void __launch_bounds__(kThreads, NT * RG >= 8 ? 1 : 2)
-    linear_tc_kernel(DevMatrix w, int64_t groups, const uint4* xc, const float* x, int64_t tokens, float* y, int64_t nb,
-                     int ks, bool seq, float* part, int32_t prefetch_bytes, bool stage_all) {
-  wait_for_previous_kernel(first_rows<F>(w, groups, nb, ks, seq, RG, kGrid && part, prefetch_bytes));
+    linear_tc_kernel(const __grid_constant__ Members m, int64_t groups, const uint4* xc, const float* x,
+                     int64_t tokens, int64_t nb, int ks, bool seq, float* part, int32_t prefetch_bytes,
+                     bool stage_all) {
+  wait_for_previous_kernel(first_rows<F>(m, groups, nb, ks, seq, RG, kGrid && part, prefetch_bytes));
+  const int64_t b = blockIdx.x, tb = b % nb;
+  const int mi = member_of(m, b / nb);
+  const int64_t rt = b / nb - m.tile0[mi];
+  const DevMatrix& w = m.w[mi];
   __shared__ Red<RG == 1 && !kGrid ? NT : 1> red;  // the split schedule's (RG 1 only)
   extern __shared__ uint4 x_stage[];               // staged_smem() bytes
   const int64_t R = w.rows / groups, C = w.cols, gi = blockIdx.z;
-  const int64_t b = blockIdx.x, tb = b % nb, rt = b / nb;
   Job j;
   j.wa = j.wb = w;
   j.w_row0 = gi * R;
@@ -114,11 +145,12 @@ __global__ void __launch_bounds__(kThreads, NT * RG >= 8 ? 1 : 2)
   j.stage_all = kGrid && stage_all;
   if constexpr (kGrid) {
     j.slice = part ? static_cast<int>(blockIdx.y) : -1;
-    j.y = (part ? part + static_cast<int64_t>(blockIdx.y) * tokens * groups * R : y) + gi * R;
+    j.y = (part ? part + static_cast<int64_t>(blockIdx.y) * tokens * m.cols + m.col0[mi] : m.y[mi]) + gi * R;
+    if (part) j.ldy = m.cols;
     j.seq = true;  // staged CTAs: every warp on the same pieces
   } else {
     j.slice = -1;
-    j.y = y + gi * R;
+    j.y = m.y[mi] + gi * R;
     j.seq = seq;
   }
   tile<F, false, NT, RG, kRaw, kGrid>(j, red.v, x_stage);
@@ -241,6 +273,20 @@ __global__ void sum_slices_kernel(const float* part, int ks, int64_t n, float* y
   float v = part[i];
   for (int s = 1; s < ks; ++s) v += part[static_cast<int64_t>(s) * n + i];
   y[i] = v;
+}
+
+// sum_slices_kernel over a launch's members: partials [ks][tokens][m.cols], member i's outputs at
+// columns [col0[i], col0[i + 1]) of each row, to its own y.
+__global__ void sum_slices_members_kernel(const float* part, int ks, int64_t tokens, const __grid_constant__ Members m) {
+  wait_for_previous_kernel();
+  const int64_t n = tokens * m.cols, i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  float v = part[i];
+  for (int s = 1; s < ks; ++s) v += part[static_cast<int64_t>(s) * n + i];
+  const int64_t t = i / m.cols, c = i % m.cols;
+  int k = 0;
+  while (k + 1 < m.n && c >= m.col0[k + 1]) ++k;
+  m.y[k][t * m.w[k].rows + (c - m.col0[k])] = v;
 }
 
 // The same for SwiGLU partials [ks][rows][2 n_out]: y[r][o] = swiglu(sum of gates, sum of ups), as
@@ -485,20 +531,52 @@ bool tc_grid_split_wanted() {
   return on;
 }
 
-size_t tc_slice_bytes(int fmt, const DevMatrix& w, int64_t groups, int64_t tokens, const float* x) {
-  const int64_t R = w.rows / groups;
-  if (tokens <= 0 || R <= 0) return 0;
-  const Schedule p = plan_linear(fmt, R, w.cols, groups, tokens, tc_reads_x(tokens, x));
-  return p.grid_split ? static_cast<size_t>(p.ks * tokens * groups * R) * sizeof(float) : 0;
+namespace {
+
+// The schedule of a launch over m's members (groups of one member: grouped_linear): the shape rule
+// over all their rows at once, then each member's own row tiles, in order (m.tile0).
+Schedule plan_members(int fmt, tc::Members& m, int64_t groups, int64_t tokens, bool raw) {
+  Schedule p = plan_linear(fmt, m.cols / groups, m.w[0].cols, groups, tokens, raw);
+  const int64_t per = tc::groups_per_cta(p.seq, p.ks, p.rg);
+  int64_t tiles = 0;
+  for (int i = 0; i < m.n; ++i) {
+    m.tile0[i] = static_cast<int32_t>(tiles);
+    tiles += ((m.w[i].rows / groups + 15) / 16 + per - 1) / per;
+  }
+  m.tile0[m.n] = static_cast<int32_t>(tiles);
+  p.row_tiles = tiles;
+  return p;
 }
 
-void launch_linear_tc(int fmt, const DevMatrix& w, int64_t groups, const float* x, void* xc, int64_t tokens, float* y,
-                      float* part) {
-  const int64_t R = w.rows / groups;
-  if (tokens <= 0 || R <= 0) return;
+tc::Members members_of(std::span<const TcLinearTarget> targets, int64_t groups) {
+  tc::Members m;
+  std::memset(&m, 0, sizeof m);  // the padding-free bytes fold into graph keys
+  m.n = static_cast<int32_t>(targets.size());
+  int64_t cols = 0;
+  for (int i = 0; i < m.n; ++i) {
+    m.w[i] = targets[i].w;
+    m.y[i] = targets[i].y;
+    m.col0[i] = static_cast<int32_t>(cols);
+    cols += targets[i].w.rows;
+  }
+  m.col0[m.n] = m.cols = static_cast<int32_t>(cols);
+  (void)groups;
+  return m;
+}
+
+size_t slice_bytes(int fmt, tc::Members m, int64_t groups, int64_t tokens, const float* x) {
+  if (tokens <= 0 || m.cols <= 0) return 0;
+  const Schedule p = plan_members(fmt, m, groups, tokens, tc_reads_x(tokens, x));
+  return p.grid_split ? static_cast<size_t>(p.ks * tokens * m.cols) * sizeof(float) : 0;
+}
+
+void run_linear_tc(int fmt, tc::Members m, int64_t groups, const float* x, void* xc, bool x_split, int64_t tokens,
+                   float* part) {
+  const int64_t K = m.w[0].cols;
+  if (tokens <= 0 || m.cols <= 0) return;
   const bool raw = tc_reads_x(tokens, x);
-  const Schedule p = plan_linear(fmt, R, w.cols, groups, tokens, raw);
-  if (p.grid_split && !part) return;  // (tc_slice_bytes gave the caller its size)
+  const Schedule p = plan_members(fmt, m, groups, tokens, raw);
+  if (p.grid_split && !part) return;  // (slice_bytes gave the caller its size)
   if (raw) fmt = tc::raw_format(fmt);
   const int ks = p.ks, nt = p.nt, rg = p.rg;
   const int64_t nb = p.nb;
@@ -506,25 +584,25 @@ void launch_linear_tc(int fmt, const DevMatrix& w, int64_t groups, const float* 
   float* slices = p.grid_split ? part : nullptr;
   const dim3 grid(static_cast<unsigned>(p.row_tiles * nb), static_cast<unsigned>(p.grid_split ? ks : 1),
                   static_cast<unsigned>(groups));
-  if (!raw) {
-    split_x_for(fmt, x, tokens, groups, w.cols, xc);
+  if (!raw && !x_split) {
+    split_x_for(fmt, x, tokens, groups, K, xc);
     if (cudaPeekAtLastError() != cudaSuccess) return;  // the caller's check reports it
   }
   const auto* x4 = static_cast<const uint4*>(xc);
   // The L2 prefetch of each CTA's rows (token block 0's CTAs): from a slice's start under the grid
   // split, else from column 0 (what the seq and split schedules read first).
-  const auto elem_bits = static_cast<int64_t>(dtype_bits(static_cast<DType>(w.dtype)));
-  const int64_t nslab = (w.cols + tc::kSlabK - 1) / tc::kSlabK, per = (nslab + ks - 1) / ks;
-  const int64_t region = (p.grid_split ? std::min(per * tc::kSlabK, w.cols) : w.cols) * elem_bits / 8;
+  const auto elem_bits = static_cast<int64_t>(dtype_bits(static_cast<DType>(m.w[0].dtype)));
+  const int64_t nslab = (K + tc::kSlabK - 1) / tc::kSlabK, per = (nslab + ks - 1) / ks;
+  const int64_t region = (p.grid_split ? std::min(per * tc::kSlabK, K) : K) * elem_bits / 8;
   const int32_t pre = l2_prefetch_row_bytes(tc::groups_per_cta(seq, ks, rg) * tc::outs_per_group(false), region,
                                             p.row_tiles * grid.y * groups);
-  const int64_t whole = slices ? whole_slice_pieces(fmt, nt, w.cols, ks) : 0;
+  const int64_t whole = slices ? whole_slice_pieces(fmt, nt, K, ks) : 0;
 #define DEEPINFER_TC_LINEAR_K(F, NT, RG, RAW, GRID)                                                              \
   {                                                                                                               \
     const StageSmem smem = stage_smem<F, NT, GRID || tc::stages_by_default(NT, RG, RAW), GRID>(whole);            \
     if (!allow_dynamic_smem<tc::linear_tc_kernel<F, NT, RG, RAW, GRID>>(smem.limit)) return;                       \
-    launch(tc::linear_tc_kernel<F, NT, RG, RAW, GRID>, grid, tc::kThreads, smem.bytes, w, groups,               \
-           RAW ? nullptr : x4, RAW ? x : nullptr, tokens, y, nb, ks, seq, slices, pre, whole > 0);                 \
+    launch(tc::linear_tc_kernel<F, NT, RG, RAW, GRID>, grid, tc::kThreads, smem.bytes, m, groups,               \
+           RAW ? nullptr : x4, RAW ? x : nullptr, tokens, nb, ks, seq, slices, pre, whole > 0);                    \
   }
 #define DEEPINFER_TC_LINEAR(F)                        \
   if (raw) {                                          \
@@ -548,10 +626,38 @@ void launch_linear_tc(int fmt, const DevMatrix& w, int64_t groups, const float* 
 #undef DEEPINFER_TC_LINEAR
 #undef DEEPINFER_TC_LINEAR_K
   if (slices && cudaPeekAtLastError() == cudaSuccess) {
-    const int64_t n = tokens * groups * R;
-    launch(tc::sum_slices_kernel, blocks_for(n, 256), 256, 0, static_cast<const float*>(slices), ks, n, y);
+    const int64_t n = tokens * m.cols;
+    if (m.n == 1)
+      launch(tc::sum_slices_kernel, blocks_for(n, 256), 256, 0, static_cast<const float*>(slices), ks, n, m.y[0]);
+    else
+      launch(tc::sum_slices_members_kernel, blocks_for(n, 256), 256, 0, static_cast<const float*>(slices), ks, tokens, m);
   }
 }
+
+}  // namespace
+
+size_t tc_slice_bytes(int fmt, const DevMatrix& w, int64_t groups, int64_t tokens, const float* x) {
+  const TcLinearTarget t{w, nullptr};
+  return slice_bytes(fmt, members_of({&t, 1}, groups), groups, tokens, x);
+}
+
+void launch_linear_tc(int fmt, const DevMatrix& w, int64_t groups, const float* x, void* xc, int64_t tokens, float* y,
+                      float* part) {
+  const TcLinearTarget t{w, y};
+  run_linear_tc(fmt, members_of({&t, 1}, groups), groups, x, xc, false, tokens, part);
+}
+
+size_t tc_linears_slice_bytes(int fmt, std::span<const TcLinearTarget> targets, int64_t tokens, const float* x) {
+  return targets.empty() ? 0 : slice_bytes(fmt, members_of(targets, 1), 1, tokens, x);
+}
+
+void launch_linears_tc(int fmt, std::span<const TcLinearTarget> targets, const float* x, void* xc, bool x_split,
+                       int64_t tokens, float* part) {
+  if (targets.empty()) return;
+  run_linear_tc(fmt, members_of(targets, 1), 1, x, xc, x_split, tokens, part);
+}
+
+bool tc_split_f16(int fmt) { return tc::f16_operands(fmt); }
 
 int tc_moe_tile_rows(int64_t rows_per_expert) { return 8 * tc::tiles_for(rows_per_expert); }
 

@@ -2,6 +2,7 @@
 // compressed entries (all completed ones for HCA, the indexer's top-k for CSA), with per-head sinks,
 // partial interleaved RoPE undone on the output, and the grouped output projection.
 #include <cmath>
+#include <vector>
 
 #include "core/error.h"
 #include "model/deepseek_v4/model.h"
@@ -20,17 +21,45 @@ void DeepseekV4::attention(const Layer& layer, size_t index, Step& step, TensorV
   const std::span<const int64_t> positions = step.batch.positions;
   const std::span<const backend::SeqSlice> seqs = step.batch.seqs;
 
-  // Queries: low-rank q with its norm (shared with the indexer), then an unweighted norm per head.
-  TensorView q_res = step.ws.f32({T, ql}), q = step.ws.f32({T, H, hd});
-  be.linear(a.wq_a, x, q_res);
+  // Every projection of x at once (the backend may run the siblings of a weight format as one
+  // launch): the queries' low rank, the single KV head (K == V), and on compressed layers the
+  // compressors' kv / gate and the indexer's head weights.
+  TensorView q_res = step.ws.f32({T, ql}), kv = step.ws.f32({T, 1, hd});
+  std::vector<backend::LinearOut> of_x{{&a.wq_a, q_res}, {&a.wkv, kv.reshape({T, hd})}};
+  struct CompressorInput {
+    TensorView kv, gate;
+  };
+  auto compressor_input = [&](const Compressor& comp, const backend::CompressorLayout& where) {
+    const CompressorInput in{step.ws.f32({T, where.width}), step.ws.f32({T, where.width})};
+    of_x.push_back({&comp.wkv, in.kv});
+    of_x.push_back({&comp.wgate, in.gate});
+    return in;
+  };
+  CompressorInput main_input, index_input;
+  TensorView head_weights;
+  const int64_t nh = config_.index_n_heads, ihd = config_.index_head_dim;
+  if (a.indexer) {
+    index_input = compressor_input(a.indexer->compressor, *state.indexer);
+    head_weights = step.ws.f32({T, nh});
+    of_x.push_back({&a.indexer->weights_proj, head_weights});
+  }
+  if (a.compressor) main_input = compressor_input(*a.compressor, *state.compressor);
+  be.linears(x, of_x);
+
+  // Queries: the low rank's norm (q_res, shared with the indexer), then wq_b and an unweighted norm
+  // per head; the indexer's queries from the same q_res.
+  TensorView q = step.ws.f32({T, H, hd}), iq;
   be.rms_norm(q_res, a.q_norm.data(), eps, q_res);
-  be.linear(a.wq_b, q_res, q.reshape({T, H * hd}));
+  if (a.indexer) {
+    iq = step.ws.f32({T, nh, ihd});
+    const backend::LinearOut of_q[] = {{&a.wq_b, q.reshape({T, H * hd})}, {&a.indexer->wq_b, iq.reshape({T, nh * ihd})}};
+    be.linears(q_res, of_q);
+  } else {
+    be.linear(a.wq_b, q_res, q.reshape({T, H * hd}));
+  }
   be.rms_norm(q, nullptr, eps, q);
   be.rope(q, positions, rope, false);
 
-  // The single KV head (K == V).
-  TensorView kv = step.ws.f32({T, 1, hd});
-  be.linear(a.wkv, x, kv.reshape({T, hd}));
   be.rms_norm(kv, a.kv_norm.data(), eps, kv);
   be.rope(kv, positions, rope, false);
 
@@ -40,26 +69,18 @@ void DeepseekV4::attention(const Layer& layer, size_t index, Step& step, TensorV
   const backend::CompressorLayout* entries = nullptr;
   if (a.compressor) {
     const backend::RopeFreqs compress_rope = rope_compress_.freqs();
-    auto run_compressor = [&](const Compressor& comp, const backend::CompressorLayout& where) {
-      TensorView ckv = step.ws.f32({T, where.width}), cgate = step.ws.f32({T, where.width});
-      be.linear(comp.wkv, x, ckv);
-      be.linear(comp.wgate, x, cgate);
-      be.compress(where, {comp.ape.data(), comp.norm.data(), eps}, compress_rope, ckv, cgate, seqs, step.state);
+    auto compress = [&](const Compressor& comp, const backend::CompressorLayout& where, const CompressorInput& in) {
+      be.compress(where, {comp.ape.data(), comp.norm.data(), eps}, compress_rope, in.kv, in.gate, seqs, step.state);
     };
     if (a.indexer) {
-      const Indexer& ix = *a.indexer;
-      const int64_t nh = config_.index_n_heads, ihd = config_.index_head_dim;
-      run_compressor(ix.compressor, *state.indexer);
-      TensorView iq = step.ws.f32({T, nh, ihd}), head_weights = step.ws.f32({T, nh});
-      be.linear(ix.wq_b, q_res, iq.reshape({T, nh * ihd}));
+      compress(a.indexer->compressor, *state.indexer, index_input);
       be.rope(iq, positions, compress_rope, false);
-      be.linear(ix.weights_proj, x, head_weights);
       selected = step.ws.i32({T, config_.index_topk});
       be.indexer_select(*state.indexer, iq, head_weights, 1.0f / std::sqrt(static_cast<float>(nh)),
                         1.0f / std::sqrt(static_cast<float>(ihd)), config_.index_topk, ties_, seqs, step.state,
                         selected);
     }
-    run_compressor(*a.compressor, *state.compressor);
+    compress(*a.compressor, *state.compressor, main_input);
     entries = &*state.compressor;
   }
 
