@@ -84,13 +84,6 @@ run backend_ops_slice_x_off env DEEPINFER_TC_SLICE_X=0 DEEPINFER_TC_GEMM=1 .gpu/
 # by default tc_gemm.cu's grid_slices gives them more): the op suite's linears and the parity.
 run backend_ops_grid_slices_off env DEEPINFER_TC_GRID_SLICES=0 .gpu/test_backend --gtest_filter='*BackendOps*Linear*'
 run model_parity_grid_slices_off env DEEPINFER_TC_GRID_SLICES=0 DEEPINFER_DEVICE=cuda .gpu/test_model
-# Two 16-row groups a warp in the grid split at 9-32 tokens (DEEPINFER_TC_ROWS_PER_WARP_32=2, a
-# measurement knob): the op suite's linears (default mode, and pinned: rows alone == the batch) and
-# the parity.
-run backend_ops_rows32 env DEEPINFER_TC_ROWS_PER_WARP_32=2 .gpu/test_backend --gtest_filter='*BackendOps*Linear*'
-run backend_ops_rows32_pinned env DEEPINFER_TC_ROWS_PER_WARP_32=2 DEEPINFER_TC_GEMM=1 .gpu/test_backend \
-  --gtest_filter='*BackendOps*Linear*:*BackendOpsInvariant*'
-run model_parity_rows32 env DEEPINFER_TC_ROWS_PER_WARP_32=2 DEEPINFER_DEVICE=cuda .gpu/test_model
 # Sibling projections as one linear each (DEEPINFER_TC_LINEARS=0; by default Backend::linears puts a
 # format's siblings in one tensor-core launch): the parity.
 run model_parity_linears_off env DEEPINFER_TC_LINEARS=0 DEEPINFER_DEVICE=cuda .gpu/test_model

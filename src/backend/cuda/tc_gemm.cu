@@ -478,20 +478,10 @@ struct Schedule {
 
 // The grid-split schedule: staged seq CTAs, and each slice its own CTAs where whole-K CTAs (seq_ctas
 // of them) would not fill the SMs.
-// DEEPINFER_TC_SEQ_MIN_CTAS moves the bar (a measurement knob).
 void choose_grid_split(Schedule& p, int64_t seq_ctas) {
-  static const int64_t min_ctas = positive_env("DEEPINFER_TC_SEQ_MIN_CTAS", tc::kSeqMinCtas);
   p.seq = true;
   p.grid_kernel = true;
-  p.grid_split = p.ks > 1 && seq_ctas < min_ctas;
-}
-
-// 16-row groups a warp holds in the grid-split schedule at 4 tiles (9-32 tokens): 1, or 2 under
-// DEEPINFER_TC_ROWS_PER_WARP_32=2 (a measurement knob: 256 rows a CTA stage x once for twice the
-// weight rows; docs/perf.md session 32).
-int grid_rows_per_warp_32() {
-  static const int rg = positive_env("DEEPINFER_TC_ROWS_PER_WARP_32", 1) == 2 ? 2 : 1;
-  return rg;
+  p.grid_split = p.ks > 1 && seq_ctas < tc::kSeqMinCtas;
 }
 
 // The row tiles of the chosen schedule over rgroups row groups.
@@ -521,12 +511,9 @@ Schedule plan_linear(int fmt, int64_t R, int64_t C, int64_t groups, int64_t toke
   const int rgw = p.nt == 8 ? tc::rows_per_warp() : 1;  // 16-row groups a warp holds in the seq schedule
   const int64_t seq_ctas = (rgroups + tc::kWarps * rgw - 1) / (tc::kWarps * rgw) * p.nb * groups;
   if (tc_grid_split_wanted() && !raw && p.nt >= 4) {
-    p.rg = p.nt == 4 ? grid_rows_per_warp_32() : rgw;
-    const int64_t grid_seq_ctas = (rgroups + tc::kWarps * p.rg - 1) / (tc::kWarps * p.rg) * p.nb * groups;
-    choose_grid_split(p, grid_seq_ctas);
-    // (At 4 tiles the slice count aims at its CTA target with the CTA's p.rg row groups a warp.)
-    const int64_t slice_groups = p.nt == 4 ? (rgroups * groups + p.rg - 1) / p.rg : rgroups * groups;
-    if (p.grid_split) p.ks = grid_slices(fmt, slice_groups, nslab, p.ks);
+    p.rg = rgw;
+    choose_grid_split(p, seq_ctas);
+    if (p.grid_split) p.ks = grid_slices(fmt, rgroups * groups, nslab, p.ks);
   } else {
     p.seq = p.ks == 1 || (p.nt == 8 && seq_ctas >= tc::kSeqMinCtas);
     p.rg = p.seq ? rgw : 1;
@@ -620,8 +607,6 @@ void run_linear_tc(int fmt, tc::Members m, int64_t groups, const float* x, void*
 #define DEEPINFER_TC_LINEAR(F)                        \
   if (raw) {                                          \
     DEEPINFER_TC_LINEAR_K(tc::raw_format(F), 1, 1, true, false) \
-  } else if (nt == 4 && rg == 2 && grid_kernel) {     \
-    DEEPINFER_TC_LINEAR_K(F, 4, 2, false, true)       \
   } else if (nt == 4 && grid_kernel) {                \
     DEEPINFER_TC_LINEAR_K(F, 4, 1, false, true)       \
   } else if (nt == 4) {                               \
