@@ -37,6 +37,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <span>
+#include <stdexcept>
 #include <string_view>
 
 #include "backend/cuda/device_math.cuh"
@@ -548,7 +549,9 @@ Schedule plan_members(int fmt, tc::Members& m, int64_t groups, int64_t tokens, b
   return p;
 }
 
-tc::Members members_of(std::span<const TcLinearTarget> targets, int64_t groups) {
+tc::Members members_of(std::span<const TcLinearTarget> targets) {
+  if (targets.size() > static_cast<size_t>(kTcMaxTargets))
+    throw std::length_error("launch_linears_tc: more weights than one launch takes (kTcMaxTargets)");
   tc::Members m;
   std::memset(&m, 0, sizeof m);  // the padding-free bytes fold into graph keys
   m.n = static_cast<int32_t>(targets.size());
@@ -560,7 +563,6 @@ tc::Members members_of(std::span<const TcLinearTarget> targets, int64_t groups) 
     cols += targets[i].w.rows;
   }
   m.col0[m.n] = m.cols = static_cast<int32_t>(cols);
-  (void)groups;
   return m;
 }
 
@@ -638,23 +640,23 @@ void run_linear_tc(int fmt, tc::Members m, int64_t groups, const float* x, void*
 
 size_t tc_slice_bytes(int fmt, const DevMatrix& w, int64_t groups, int64_t tokens, const float* x) {
   const TcLinearTarget t{w, nullptr};
-  return slice_bytes(fmt, members_of({&t, 1}, groups), groups, tokens, x);
+  return slice_bytes(fmt, members_of({&t, 1}), groups, tokens, x);
 }
 
 void launch_linear_tc(int fmt, const DevMatrix& w, int64_t groups, const float* x, void* xc, int64_t tokens, float* y,
                       float* part) {
   const TcLinearTarget t{w, y};
-  run_linear_tc(fmt, members_of({&t, 1}, groups), groups, x, xc, false, tokens, part);
+  run_linear_tc(fmt, members_of({&t, 1}), groups, x, xc, false, tokens, part);
 }
 
 size_t tc_linears_slice_bytes(int fmt, std::span<const TcLinearTarget> targets, int64_t tokens, const float* x) {
-  return targets.empty() ? 0 : slice_bytes(fmt, members_of(targets, 1), 1, tokens, x);
+  return targets.empty() ? 0 : slice_bytes(fmt, members_of(targets), 1, tokens, x);
 }
 
 void launch_linears_tc(int fmt, std::span<const TcLinearTarget> targets, const float* x, void* xc, bool x_split,
                        int64_t tokens, float* part) {
   if (targets.empty()) return;
-  run_linear_tc(fmt, members_of(targets, 1), 1, x, xc, x_split, tokens, part);
+  run_linear_tc(fmt, members_of(targets), 1, x, xc, x_split, tokens, part);
 }
 
 bool tc_split_f16(int fmt) { return tc::f16_operands(fmt); }
