@@ -497,9 +497,11 @@ void settle_row_tiles(Schedule& p, int64_t rgroups) {
 // 256-row projections ran 16 CTAs whose warps each issued ~5,800 instructions in a row). Still from
 // the shape alone. The default since session 32 (H100 decode B=32 -0.07 ms, B=128 -0.16);
 // DEEPINFER_TC_GRID_SLICES=0 keeps split_for's count.
+// DEEPINFER_TC_SLICE_MIN_SLABS=n (a measurement knob, default 1) keeps at least n slabs a slice.
 int grid_slices(int fmt, int64_t row_groups, int64_t nslab, int ks) {
   static const bool on = policy_from_env("DEEPINFER_TC_GRID_SLICES") != TcPolicy::Never;
-  return on && tc::f16_operands(fmt) ? std::max(ks, tc::split_for(row_groups, nslab, 64)) : ks;
+  static const int64_t min_slabs = positive_env("DEEPINFER_TC_SLICE_MIN_SLABS", 1);
+  return on && tc::f16_operands(fmt) ? std::max(ks, tc::split_for(row_groups, nslab / min_slabs, 64)) : ks;
 }
 
 Schedule plan_linear(int fmt, int64_t R, int64_t C, int64_t groups, int64_t tokens, bool raw) {
