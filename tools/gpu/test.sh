@@ -84,6 +84,10 @@ run backend_ops_slice_x_off env DEEPINFER_TC_SLICE_X=0 DEEPINFER_TC_GEMM=1 .gpu/
 # by default tc_gemm.cu's grid_slices gives them more): the op suite's linears and the parity.
 run backend_ops_grid_slices_off env DEEPINFER_TC_GRID_SLICES=0 .gpu/test_backend --gtest_filter='*BackendOps*Linear*'
 run model_parity_grid_slices_off env DEEPINFER_TC_GRID_SLICES=0 DEEPINFER_DEVICE=cuda .gpu/test_model
+# At least 2 slabs a grid-split slice (DEEPINFER_TC_SLICE_MIN_SLABS=2, opt-in until these pass: B=32
+# -0.045 ms, B=128 -0.056 measured): the op suite's linears and the parity.
+run backend_ops_slabs2 env DEEPINFER_TC_SLICE_MIN_SLABS=2 .gpu/test_backend --gtest_filter='*BackendOps*Linear*'
+run model_parity_slabs2 env DEEPINFER_TC_SLICE_MIN_SLABS=2 DEEPINFER_DEVICE=cuda .gpu/test_model
 # Sibling projections as one linear each (DEEPINFER_TC_LINEARS=0; by default Backend::linears puts a
 # format's siblings in one tensor-core launch): the parity.
 run model_parity_linears_off env DEEPINFER_TC_LINEARS=0 DEEPINFER_DEVICE=cuda .gpu/test_model
