@@ -1,6 +1,7 @@
 // CUDA linear layers over stored weight formats, and the MoE pipeline (routing, experts). Host side:
 // validation, weight mirrors and staging; the kernels are in gemm_kernels.cu.
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <cstdlib>
 #include <initializer_list>
@@ -224,10 +225,10 @@ void CudaBackend::linears(TensorView x, std::span<const backend::LinearOut> outs
   void* xc = tc_reads_x(T, x.f32()) ? nullptr : scratch(tc_split_bytes(T, 1, x.last_dim()), kTcScratch);
   int split_kind = -1;  // what xc holds: 1 f16 parts, 0 bf16 parts
   for (size_t i = 0; i < fused.size();) {
-    size_t e = i;
-    std::vector<TcLinearTarget> targets;
-    while (e < fused.size() && fused[e].first == fused[i].first && targets.size() < kTcMaxTargets)
-      targets.push_back(fused[e++].second);
+    size_t e = i, n = 0;
+    std::array<TcLinearTarget, kTcMaxTargets> chunk;
+    while (e < fused.size() && fused[e].first == fused[i].first && n < chunk.size()) chunk[n++] = fused[e++].second;
+    const std::span<const TcLinearTarget> targets(chunk.data(), n);
     const int fmt = fused[i].first, kind = tc_split_f16(fmt) ? 1 : 0;
     const size_t part_bytes = tc_grid_split_wanted() ? tc_linears_slice_bytes(fmt, targets, T, x.f32()) : 0;
     auto* part = part_bytes ? static_cast<float*>(scratch(part_bytes, kTcScratch + 1)) : nullptr;

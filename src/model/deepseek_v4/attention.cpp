@@ -1,8 +1,9 @@
 // DeepSeek-V4 attention: shared-KV MQA over the sliding window plus, on compressed layers, the
 // compressed entries (all completed ones for HCA, the indexer's top-k for CSA), with per-head sinks,
 // partial interleaved RoPE undone on the output, and the grouped output projection.
+#include <array>
 #include <cmath>
-#include <vector>
+#include <span>
 
 #include "core/error.h"
 #include "model/deepseek_v4/model.h"
@@ -25,14 +26,16 @@ void DeepseekV4::attention(const Layer& layer, size_t index, Step& step, TensorV
   // launch): the queries' low rank, the single KV head (K == V), and on compressed layers the
   // compressors' kv / gate and the indexer's head weights.
   TensorView q_res = step.ws.f32({T, ql}), kv = step.ws.f32({T, 1, hd});
-  std::vector<backend::LinearOut> of_x{{&a.wq_a, q_res}, {&a.wkv, kv.reshape({T, hd})}};
+  // (A fixed array: no allocation a layer a step; 7 on CSA layers.)
+  std::array<backend::LinearOut, 7> of_x{{{&a.wq_a, q_res}, {&a.wkv, kv.reshape({T, hd})}}};
+  size_t n_of_x = 2;
   struct CompressorInput {
     TensorView kv, gate;
   };
   auto compressor_input = [&](const Compressor& comp, const backend::CompressorLayout& where) {
     const CompressorInput in{step.ws.f32({T, where.width}), step.ws.f32({T, where.width})};
-    of_x.push_back({&comp.wkv, in.kv});
-    of_x.push_back({&comp.wgate, in.gate});
+    of_x[n_of_x++] = {&comp.wkv, in.kv};
+    of_x[n_of_x++] = {&comp.wgate, in.gate};
     return in;
   };
   CompressorInput main_input, index_input;
@@ -41,10 +44,10 @@ void DeepseekV4::attention(const Layer& layer, size_t index, Step& step, TensorV
   if (a.indexer) {
     index_input = compressor_input(a.indexer->compressor, *state.indexer);
     head_weights = step.ws.f32({T, nh});
-    of_x.push_back({&a.indexer->weights_proj, head_weights});
+    of_x[n_of_x++] = {&a.indexer->weights_proj, head_weights};
   }
   if (a.compressor) main_input = compressor_input(*a.compressor, *state.compressor);
-  be.linears(x, of_x);
+  be.linears(x, std::span(of_x.data(), n_of_x));
 
   // Queries: the low rank's norm (q_res, shared with the indexer), then wq_b and an unweighted norm
   // per head; the indexer's queries from the same q_res.
