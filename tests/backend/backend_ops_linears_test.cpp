@@ -14,7 +14,9 @@ namespace {
 // tensor-core GEMM over all of a format's weights in one launch (nine BF16 ones: two launches of up
 // to 8; row counts that end mid-tile, so members meet inside what one weight's tiles would be), a
 // lone F32 one beside them. Every output against the reference at decode and prefill sizes, and each
-// token's rows alone against the batch where the backend keeps bits under batching.
+// token's rows alone against the batch where the backend keeps bits under batching; at 1-2 rows (the
+// CUDA backend's streaming form: a launch for each format and split) each output against its own
+// linear, bit for bit.
 TEST_P(BackendOps, LinearsShareOneInput) {
   const int64_t cols = 640;  // 5 slabs: split K, a short last slice
   struct Member {
@@ -28,7 +30,7 @@ TEST_P(BackendOps, LinearsShareOneInput) {
   for (int64_t r : {16, 40, 256, 8, 24, 72, 1000}) members.push_back({DType::BF16, Scales::None, r});
   std::vector<const StoredWeight*> ws;
   for (const Member& m : members) ws.push_back(&keep(make_weight(rng, m.dtype, m.rows, cols, m.scales, 128)));
-  for (int64_t T : {1, 8, 9, 24, 40, 70}) {
+  for (int64_t T : {1, 2, 8, 9, 24, 40, 70}) {
     const auto x = randoms(static_cast<size_t>(T * cols));
     const auto dx = on_device(x);
     std::vector<DeviceF32> ys;
@@ -41,6 +43,12 @@ TEST_P(BackendOps, LinearsShareOneInput) {
       const std::string label = "member " + std::to_string(i) + " (" + std::to_string(ws[i]->w.rows) + " rows) T=" +
                                 std::to_string(T);
       EXPECT_CLOSE(got, ref_linear(*ws[i], x, T), label);
+      if (T <= 2) {  // decode: the siblings' launches keep each member's own linear's bits
+        auto alone = nan_output(static_cast<size_t>(T * ws[i]->w.rows));
+        be->linear(ws[i]->w, dx.view({T, cols}), alone.view({T, ws[i]->w.rows}));
+        const auto own = alone.download();
+        EXPECT_TRUE(std::equal(own.begin(), own.end(), got.begin(), got.end())) << label << ": differs from its own linear";
+      }
       if (!be->batching_keeps_bits() || T == 1) continue;
       for (int64_t t : {int64_t{0}, T - 1}) {
         const auto dxr = on_device(std::vector<float>(x.begin() + t * cols, x.begin() + (t + 1) * cols));
