@@ -22,9 +22,11 @@ void DeepseekV41::attention(const Block& b, int64_t layer, Step& step, TensorVie
   const std::span<const int64_t> positions = step.batch.positions;
   const std::span<const backend::SeqSlice> seqs = step.batch.seqs;
 
-  // Low-rank queries (no per-head norm in V4.1); qr also feeds the indexer.
-  TensorView qr = step.ws.f32({T, ql}), q = step.ws.f32({T, H, hd});
-  project(step, a.wq_a, x, qr);
+  // Low-rank queries (no per-head norm in V4.1); qr also feeds the indexer. The window's KV comes
+  // from the same x: both projections from one FP8 copy of it.
+  TensorView qr = step.ws.f32({T, ql}), q = step.ws.f32({T, H, hd}), kv = step.ws.f32({T, 1, hd});
+  const backend::LinearOut of_x[] = {{&a.wq_a, qr}, {&a.wkv, kv.reshape({T, hd})}};
+  project_siblings(step, x, of_x);
   be.rms_norm(qr, a.q_norm.data(), eps, qr);
   be.round_bf16(qr);
   project(step, a.wq_b, qr, q.reshape({T, H * hd}));
@@ -32,8 +34,6 @@ void DeepseekV41::attention(const Block& b, int64_t layer, Step& step, TensorVie
   be.round_bf16(q);
 
   // The window's single KV head (K == V), FP8 over the whole post-rope vector.
-  TensorView kv = step.ws.f32({T, 1, hd});
-  project(step, a.wkv, x, kv.reshape({T, hd}));
   be.rms_norm(kv, a.kv_norm.data(), eps, kv);
   be.round_bf16(kv);
   be.rope(kv, positions, rope, false);

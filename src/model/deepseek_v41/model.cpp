@@ -1,6 +1,7 @@
 #include "model/deepseek_v41/model.h"
 
 #include <algorithm>
+#include <array>
 #include <numeric>
 #include <optional>
 
@@ -88,6 +89,22 @@ void DeepseekV41::project(Step& step, const WeightMatrix& w, TensorView x, Tenso
   }
   backend_->linear(w, in.reshape({in.rows(), in.last_dim()}), y.reshape({y.rows(), y.last_dim()}));
   backend_->round_bf16(y);
+}
+
+void DeepseekV41::project_siblings(Step& step, TensorView x, std::span<const backend::LinearOut> outs) const {
+  constexpr size_t kMax = 8;
+  DEEPINFER_CHECK(outs.size() <= kMax, "project_siblings: {} weights, at most {}", outs.size(), kMax);
+  std::array<backend::LinearOut, kMax> fp8, plain;
+  size_t n_fp8 = 0, n_plain = 0;
+  for (const backend::LinearOut& o : outs) (quantized(*o.w) ? fp8[n_fp8++] : plain[n_plain++]) = o;
+  const TensorView x2 = x.reshape({x.rows(), x.last_dim()});
+  if (n_fp8 > 0) {
+    TensorView in = copy(step, x2);
+    backend_->quantize_dequantize(in, backend::ActQuant::Fp8Ue8m0);
+    backend_->linears(in, std::span(fp8.data(), n_fp8));
+  }
+  if (n_plain > 0) backend_->linears(x2, std::span(plain.data(), n_plain));
+  for (const backend::LinearOut& o : outs) backend_->round_bf16(o.y);
 }
 
 void DeepseekV41::block(const Block& b, int64_t layer, Step& step, TensorView& X, TensorView& pre) const {

@@ -70,6 +70,9 @@ class DeepseekV41 final : public CausalLM {
   // y = x W^T as the reference's linear(): FP8-quantised activations for FP8 / FP4 weights, the
   // output rounded to bf16 (the reference's bf16 result).
   void project(Step& step, const WeightMatrix& w, TensorView x, TensorView y) const;
+  // project() for sibling weights of one x [T, width] (outs' y [T, rows]): one FP8 copy of x for the
+  // quantised ones, and each kind in one Backend::linears call (one launch where the backend can).
+  void project_siblings(Step& step, TensorView x, std::span<const backend::LinearOut> outs) const;
   // A copy of x [rows, width] in the step's workspace.
   TensorView copy(Step& step, TensorView x) const;
   const deepseek_v4::Rope& rope_of(int64_t layer) const;
