@@ -116,6 +116,8 @@ struct Args {
   int64_t ncol;              // column tiles of a MoE tile: kOuts * (warps / ks) outputs each
   int32_t ks;                // warps that split a warp tile's K (1, 2, 4 or 8)
   float limit;               // SwiGLU's clamp
+  int32_t skip_empty_groups; // 1: no MMAs for column groups past a tile's rows (moe_gemv_skip_empty_groups)
+  int32_t unused;
 };
 #pragma GCC diagnostic pop
 
@@ -255,6 +257,9 @@ __global__ void __launch_bounds__(threads<TOK>(), TOK == 8 ? 1 : 2) moe_gemv_fp4
     const int64_t ti = b / a.ncol, col = b % a.ncol;
     const MoeTile mt = a.tiles[ti];
     const int rows = min(mt.row_end - mt.row_begin, TOK);
+    // Column groups holding the tile's rows (the same for the whole CTA): the others' sums are never
+    // stored, so they are skipped (a tile of 8 with 1-4 rows, most at batch 128, does half the MMAs).
+    const int active = a.skip_empty_groups ? (P * rows + 7) / 8 : G;
     const DevMatrix& wa = a.wa[mt.expert];
     const DevMatrix& wb = kSwiglu ? a.wb[mt.expert] : wa;
     // The warp's rows: output o_g = o0 + g (and o0 + 8 + g without SwiGLU); a tile past n_out
@@ -369,6 +374,7 @@ __global__ void __launch_bounds__(threads<TOK>(), TOK == 8 ? 1 : 2) moe_gemv_fp4
         const float sg = scale_g[blk], sg8 = scale_g8[blk];
 #pragma unroll
         for (int cg = 0; cg < G; ++cg) {
+          if (G > 1 && cg >= active) break;
           // This lane's B column's plane, or (columns past the tile's P rows) some plane: those
           // columns' sums are never stored (nor read by tile_row_sum), so no zeros are needed.
           const int plane = min(8 * cg + g, P * TOK - 1);
@@ -384,6 +390,7 @@ __global__ void __launch_bounds__(threads<TOK>(), TOK == 8 ? 1 : 2) moe_gemv_fp4
       }
 #pragma unroll
       for (int cg = 0; cg < G; ++cg) {
+        if (G > 1 && cg >= active) break;
         const float x0 = step_scale[tok0[cg] * nsteps + sp], x1 = step_scale[tok1[cg] * nsteps + sp];
         acc[cg][0] = fmaf(cs[cg][0], x0, acc[cg][0]);
         acc[cg][1] = fmaf(cs[cg][1], x1, acc[cg][1]);
@@ -434,8 +441,16 @@ int moe_gemv_x_parts() {
   return parts;
 }
 
+// Column groups past a tile's rows skipped (the same bits: their sums are never stored);
+// DEEPINFER_MOE_GEMV_SKIP_EMPTY=0 computes them, for the A/B.
+bool moe_gemv_skip_empty_groups() {
+  static const bool on = policy_from_env("DEEPINFER_MOE_GEMV_SKIP_EMPTY") != TcPolicy::Never;
+  return on;
+}
+
 template <bool kSwiglu, int TOK, int P>
 void launch_tok(mg::Args a, int64_t max_tiles) {
+  a.skip_empty_groups = moe_gemv_skip_empty_groups() ? 1 : 0;
   const size_t smem = mg::smem_bytes<TOK, P>(a.K);
   constexpr int kWarps = mg::warps<TOK>();
   const size_t cta = smem + sizeof(float4) * mg::column_groups<TOK, P>() * kWarps * 32 + 1024;
