@@ -88,6 +88,13 @@ run model_parity_grid_slices_off env DEEPINFER_TC_GRID_SLICES=0 DEEPINFER_DEVICE
 # -0.045 ms, B=128 -0.056 measured): the op suite's linears and the parity.
 run backend_ops_slabs2 env DEEPINFER_TC_SLICE_MIN_SLABS=2 .gpu/test_backend --gtest_filter='*BackendOps*Linear*'
 run model_parity_slabs2 env DEEPINFER_TC_SLICE_MIN_SLABS=2 DEEPINFER_DEVICE=cuda .gpu/test_model
+# Session 33's opt-in changes, until they have run: sibling projections at 1-2 rows in one streaming
+# launch per (format, split) (DEEPINFER_LINEARS_STREAM=1: the op case checks each member against its
+# own linear bit for bit), and the FP4 GEMV skipping column groups past a tile's rows
+# (DEEPINFER_MOE_GEMV_SKIP_EMPTY=1, the same bits): the op suite and the parity with both.
+run backend_ops_session33 env DEEPINFER_LINEARS_STREAM=1 DEEPINFER_MOE_GEMV_SKIP_EMPTY=1 .gpu/test_backend --gtest_filter='*BackendOps*'
+run backend_ops_session33_moe_gemv env DEEPINFER_MOE_GEMV=1 DEEPINFER_MOE_GEMV_SKIP_EMPTY=1 .gpu/test_backend --gtest_filter='*BackendOps*Moe*'
+run model_parity_session33 env DEEPINFER_LINEARS_STREAM=1 DEEPINFER_MOE_GEMV_SKIP_EMPTY=1 DEEPINFER_DEVICE=cuda .gpu/test_model
 # Sibling projections as one linear each (DEEPINFER_TC_LINEARS=0; by default Backend::linears puts a
 # format's siblings in one tensor-core launch): the parity.
 run model_parity_linears_off env DEEPINFER_TC_LINEARS=0 DEEPINFER_DEVICE=cuda .gpu/test_model

@@ -441,10 +441,10 @@ int moe_gemv_x_parts() {
   return parts;
 }
 
-// Column groups past a tile's rows skipped (the same bits: their sums are never stored);
-// DEEPINFER_MOE_GEMV_SKIP_EMPTY=0 computes them, for the A/B.
+// DEEPINFER_MOE_GEMV_SKIP_EMPTY=1 skips column groups past a tile's rows (the same bits: their sums
+// are never stored). Opt-in until it has run on a GPU (docs/perf.md session 33).
 bool moe_gemv_skip_empty_groups() {
-  static const bool on = policy_from_env("DEEPINFER_MOE_GEMV_SKIP_EMPTY") != TcPolicy::Never;
+  static const bool on = policy_from_env("DEEPINFER_MOE_GEMV_SKIP_EMPTY") == TcPolicy::Always;
   return on;
 }
 

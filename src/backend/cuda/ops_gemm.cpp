@@ -237,12 +237,14 @@ void CudaBackend::linears(TensorView x, std::span<const backend::LinearOut> outs
     split_kind = kind;
     i = e;
   }
-  // 1-2 rows: the siblings that take the streaming form, in launches of one (format, split) each.
+  // 1-2 rows: the siblings that take the streaming form, in launches of one (format, split) each
+  // (DEEPINFER_LINEARS_STREAM=1: opt-in until it has run on a GPU, docs/perf.md session 33).
+  static const bool stream = policy_from_env("DEEPINFER_LINEARS_STREAM") == TcPolicy::Always;
   std::vector<std::pair<int, TcLinearTarget>> streamed;  // (linear_stream_key, target)
   for (const backend::LinearOut* o : alone) {
     const DevMatrix dw = weight(*o->w).dev();
     const bool gemv = tensor_cores_when(true) && decode_gemv_tc_takes(dw, 1, x.f32(), T);
-    const int key = gemv ? -1 : linear_stream_key(dw, T);
+    const int key = gemv || !stream ? -1 : linear_stream_key(dw, T);
     if (key >= 0)
       streamed.push_back({key, TcLinearTarget{dw, o->y.f32()}});
     else
