@@ -14,9 +14,8 @@ namespace {
 // tensor-core GEMM over all of a format's weights in one launch (nine BF16 ones: two launches of up
 // to 8; row counts that end mid-tile, so members meet inside what one weight's tiles would be), a
 // lone F32 one beside them. Every output against the reference at decode and prefill sizes, and each
-// token's rows alone against the batch where the backend keeps bits under batching; at 1-2 rows (the
-// CUDA backend's streaming form: a launch for each format and split) each output against its own
-// linear, bit for bit.
+// token's rows alone against the batch where the backend keeps bits under batching; at 1-2 rows (decode)
+// each output against its own linear, bit for bit.
 TEST_P(BackendOps, LinearsShareOneInput) {
   const int64_t cols = 640;  // 5 slabs: split K, a short last slice
   struct Member {
@@ -43,7 +42,7 @@ TEST_P(BackendOps, LinearsShareOneInput) {
       const std::string label = "member " + std::to_string(i) + " (" + std::to_string(ws[i]->w.rows) + " rows) T=" +
                                 std::to_string(T);
       EXPECT_CLOSE(got, ref_linear(*ws[i], x, T), label);
-      if (T <= 2) {  // decode: the siblings' launches keep each member's own linear's bits
+      if (T <= 2) {  // decode: linears gives each member its own linear's bits
         auto alone = nan_output(static_cast<size_t>(T * ws[i]->w.rows));
         be->linear(ws[i]->w, dx.view({T, cols}), alone.view({T, ws[i]->w.rows}));
         const auto own = alone.download();

@@ -84,17 +84,13 @@ run backend_ops_slice_x_off env DEEPINFER_TC_SLICE_X=0 DEEPINFER_TC_GEMM=1 .gpu/
 # by default tc_gemm.cu's grid_slices gives them more): the op suite's linears and the parity.
 run backend_ops_grid_slices_off env DEEPINFER_TC_GRID_SLICES=0 .gpu/test_backend --gtest_filter='*BackendOps*Linear*'
 run model_parity_grid_slices_off env DEEPINFER_TC_GRID_SLICES=0 DEEPINFER_DEVICE=cuda .gpu/test_model
-# At least 2 slabs a grid-split slice (DEEPINFER_TC_SLICE_MIN_SLABS=2, opt-in until these pass: B=32
-# -0.045 ms, B=128 -0.056 measured): the op suite's linears and the parity.
-run backend_ops_slabs2 env DEEPINFER_TC_SLICE_MIN_SLABS=2 .gpu/test_backend --gtest_filter='*BackendOps*Linear*'
-run model_parity_slabs2 env DEEPINFER_TC_SLICE_MIN_SLABS=2 DEEPINFER_DEVICE=cuda .gpu/test_model
-# Session 33's opt-in changes, until they have run: sibling projections at 1-2 rows in one streaming
-# launch per (format, split) (DEEPINFER_LINEARS_STREAM=1: the op case checks each member against its
-# own linear bit for bit), and the FP4 GEMV skipping column groups past a tile's rows
-# (DEEPINFER_MOE_GEMV_SKIP_EMPTY=1, the same bits): the op suite and the parity with both.
-run backend_ops_session33 env DEEPINFER_LINEARS_STREAM=1 DEEPINFER_MOE_GEMV_SKIP_EMPTY=1 .gpu/test_backend --gtest_filter='*BackendOps*'
-run backend_ops_session33_moe_gemv env DEEPINFER_MOE_GEMV=1 DEEPINFER_MOE_GEMV_SKIP_EMPTY=1 .gpu/test_backend --gtest_filter='*BackendOps*Moe*'
-run model_parity_session33 env DEEPINFER_LINEARS_STREAM=1 DEEPINFER_MOE_GEMV_SKIP_EMPTY=1 DEEPINFER_DEVICE=cuda .gpu/test_model
+# One slab a grid-split slice allowed (DEEPINFER_TC_SLICE_MIN_SLABS=1; by default at least 2): the op
+# suite's linears and the parity.
+run backend_ops_slabs1 env DEEPINFER_TC_SLICE_MIN_SLABS=1 .gpu/test_backend --gtest_filter='*BackendOps*Linear*'
+run model_parity_slabs1 env DEEPINFER_TC_SLICE_MIN_SLABS=1 DEEPINFER_DEVICE=cuda .gpu/test_model
+# The FP4 GEMV computing the column groups past a tile's rows too (DEEPINFER_MOE_GEMV_SKIP_EMPTY=0; by
+# default skipped, the same bits): the MoE op tests.
+run backend_ops_moe_gemv_all_groups env DEEPINFER_MOE_GEMV=1 DEEPINFER_MOE_GEMV_SKIP_EMPTY=0 .gpu/test_backend --gtest_filter='*BackendOps*Moe*'
 # Sibling projections as one linear each (DEEPINFER_TC_LINEARS=0; by default Backend::linears puts a
 # format's siblings in one tensor-core launch): the parity.
 run model_parity_linears_off env DEEPINFER_TC_LINEARS=0 DEEPINFER_DEVICE=cuda .gpu/test_model

@@ -415,11 +415,6 @@ bool launch_decode_gemv_tc(const DevMatrix& w, int64_t groups, const float* x, i
   return launch_gemv<false>(a, tokens);
 }
 
-bool decode_gemv_tc_takes(const DevMatrix& w, int64_t groups, const float* x, int64_t tokens) {
-  return fits(w, groups, dg::tile_outs<false>()) && x_fits(x, groups, w.cols, tokens) &&
-         worth_it(dg::plan(groups, w.rows / groups, w.cols, tokens, dg::tile_outs<false>()));
-}
-
 bool launch_decode_swiglu_tc(const DevMatrix& w1, const DevMatrix& w3, const float* x, int64_t tokens, float limit,
                              float* h) {
   if (w1.rows != w3.rows || w1.cols != w3.cols || !fits(w1, 1, dg::tile_outs<true>()) ||

@@ -7,8 +7,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <span>
-#include <stdexcept>
 
 #include "backend/cuda/device_math.cuh"
 #include "core/dtype.h"
@@ -64,8 +62,8 @@ __global__ void __launch_bounds__(skinny::kThreads, 2)
 // reads slabs ksi < ks of a row first), for the L2 before the wait.
 template <int F>
 __device__ __forceinline__ L2Rows first_job_rows(const DevMatrix& w, int64_t groups, int64_t ct, int ks,
-                                                 int32_t prefetch_bytes, int64_t b) {
-  const int64_t R = w.rows / groups, n = skinny::outs_per_cta(false, ks), o = (b % ct) * n;
+                                                 int32_t prefetch_bytes) {
+  const int64_t b = blockIdx.x, R = w.rows / groups, n = skinny::outs_per_cta(false, ks), o = (b % ct) * n;
   if (prefetch_bytes == 0 || b >= ct * groups || o >= R) return L2Rows{};
   const uint8_t* first = skinny::row_bytes<F>(w, (b / ct) * R + o, w.cols);
   return L2Rows{first, skinny::cols_bytes<F>(w.cols),
@@ -79,53 +77,10 @@ template <int F, int RM>
 __global__ void __launch_bounds__(skinny::kThreads, 2)
     linear_stream_kernel(DevMatrix w, int64_t groups, const float* x, int64_t tokens, float* y, int64_t ct, int ks,
                          bool x_vec, int32_t prefetch_bytes) {
-  wait_for_previous_kernel(first_job_rows<F>(w, groups, ct, ks, prefetch_bytes, blockIdx.x));
+  wait_for_previous_kernel(first_job_rows<F>(w, groups, ct, ks, prefetch_bytes));
   __shared__ float red[skinny::kWarps][skinny::kRW][skinny::kRows];
   auto job = [&](int64_t b) { return linear_job(w, groups, x, y, ks, x_vec, b / ct, b % ct, 0, tokens); };
   skinny::stream<F, false, RM>(ct * groups, job, red);
-}
-
-// Sibling weights of one stream format and split that read the same x (Backend::linears at 1-2
-// rows): each member's column tiles in turn form the launch's jobs, member i's jobs [job0[i],
-// job0[i + 1]). Passed as a __grid_constant__ parameter (read in place).
-struct StreamMembers {
-  DevMatrix w[kTcMaxTargets];
-  float* y[kTcMaxTargets];
-  int64_t job0[kTcMaxTargets + 1];
-  int32_t n, pad;
-};
-// No padding: launch() folds the parameter's bytes into the step graphs' keys.
-static_assert(sizeof(StreamMembers) ==
-              kTcMaxTargets * (sizeof(DevMatrix) + sizeof(float*)) + (kTcMaxTargets + 1) * 8 + 8);
-
-__device__ __forceinline__ int stream_member_of(const StreamMembers& m, int64_t b) {
-  int i = 0;
-  while (i + 1 < m.n && b >= m.job0[i + 1]) ++i;
-  return i;
-}
-
-// The rows of the CTA's first job (job blockIdx.x, of its member), for the L2 before the wait.
-template <int F>
-__device__ __forceinline__ L2Rows first_member_rows(const StreamMembers& m, int ks, int32_t prefetch_bytes) {
-  const int64_t b = blockIdx.x;
-  if (b >= m.job0[m.n]) return L2Rows{};
-  const int i = stream_member_of(m, b);
-  return first_job_rows<F>(m.w[i], 1, m.job0[i + 1] - m.job0[i], ks, prefetch_bytes, b - m.job0[i]);
-}
-
-// linear_stream_kernel over the members: job b is column tile b - job0[i] of member i, the same Job
-// (rows, split, lanes) as that member's own launch, so the same bits.
-template <int F, int RM>
-__global__ void __launch_bounds__(skinny::kThreads, 2)
-    linears_stream_kernel(const __grid_constant__ StreamMembers m, const float* x, int64_t tokens, int ks, bool x_vec,
-                          int32_t prefetch_bytes) {
-  wait_for_previous_kernel(first_member_rows<F>(m, ks, prefetch_bytes));
-  __shared__ float red[skinny::kWarps][skinny::kRW][skinny::kRows];
-  auto job = [&](int64_t b) {
-    const int i = stream_member_of(m, b);
-    return linear_job(m.w[i], 1, x, m.y[i], ks, x_vec, 0, b - m.job0[i], 0, tokens);
-  };
-  skinny::stream<F, false, RM>(m.job0[m.n], job, red);
 }
 
 // Job (MoE tile `tile`, column tile col) of the expert GEMMs: with a plan (tiles), its expert and
@@ -512,46 +467,6 @@ void launch_linear(const DevMatrix& w, int64_t groups, const float* x, int64_t t
     launch_linear_rows<2>(fmt, grid, w, groups, x, tokens, y, nm, ks, xv);
   else
     launch_linear_rows<skinny::kRows>(fmt, grid, w, groups, x, tokens, y, nm, ks, xv);
-}
-
-int linear_stream_key(const DevMatrix& w, int64_t tokens) {
-  const int fmt = gemm_format(w);
-  if (tokens < 1 || tokens > 2 || w.rows <= 0 || fmt == skinny::kGeneric) return -1;
-  return fmt * 16 + split_for(w.rows, w.cols, fmt);
-}
-
-void launch_linears_stream(std::span<const TcLinearTarget> targets, const float* x, int64_t tokens) {
-  const int n = static_cast<int>(targets.size());
-  if (n < 1 || n > kTcMaxTargets) throw std::invalid_argument("launch_linears_stream: 1 to 8 weights a launch");
-  const DevMatrix& w0 = targets[0].w;
-  const int key = linear_stream_key(w0, tokens), fmt = key / 16, ks = key % 16;
-  StreamMembers m{};
-  int64_t jobs = 0;
-  for (int i = 0; i < n; ++i) {
-    const DevMatrix& w = targets[static_cast<size_t>(i)].w;
-    if (key < 0 || linear_stream_key(w, tokens) != key || w.cols != w0.cols)
-      throw std::invalid_argument("launch_linears_stream: weights of one stream format, split and width only");
-    m.w[i] = w;
-    m.y[i] = targets[static_cast<size_t>(i)].y;
-    m.job0[i] = jobs;
-    jobs += (w.rows + skinny::outs_per_cta(false, ks) - 1) / skinny::outs_per_cta(false, ks);
-  }
-  for (int i = n; i <= kTcMaxTargets; ++i) m.job0[i] = jobs;
-  m.n = n;
-  const dim3 sgrid(static_cast<unsigned>(std::min<int64_t>(jobs, resident_ctas())));
-  const bool xv = x_vec_ok(x, w0.cols) && w0.cols % 4 == 0;
-  const int64_t row_bytes = w0.cols * static_cast<int64_t>(dtype_bits(static_cast<DType>(w0.dtype))) / 8;
-  const int32_t pre = l2_prefetch_row_bytes(skinny::outs_per_cta(false, ks), row_bytes, sgrid.x);
-  switch (fmt) {
-#define DEEPINFER_LINEARS(F) \
-  case F: launch(linears_stream_kernel<F, 2>, sgrid, skinny::kThreads, 0, m, x, tokens, ks, xv, pre); break;
-    DEEPINFER_LINEARS(skinny::kF32)
-    DEEPINFER_LINEARS(skinny::kF16)
-    DEEPINFER_LINEARS(skinny::kBF16)
-    DEEPINFER_LINEARS(skinny::kF8)
-    DEEPINFER_LINEARS(skinny::kF4)
-#undef DEEPINFER_LINEARS
-  }
 }
 
 namespace {

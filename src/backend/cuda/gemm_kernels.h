@@ -123,8 +123,6 @@ void launch_fill(float* dst, int64_t n, float value);
 // CTAs to fill the device; DEEPINFER_DECODE_GEMV=1 takes every call that fits, =0 none: for tests
 // and measurements), and says whether it did: false leaves the call to the CUDA-core tile.
 bool launch_decode_gemv_tc(const DevMatrix& w, int64_t groups, const float* x, int64_t tokens, float* y);
-// Whether launch_decode_gemv_tc would launch for this call (nothing launched).
-bool decode_gemv_tc_takes(const DevMatrix& w, int64_t groups, const float* x, int64_t tokens);
 // The same for the shared expert's gate / up: h = silu(min(w1 x, limit)) * clamp(w3 x, -limit, limit)
 // (launch_moe_gate_up's epilogue) for x [tokens, D], h [tokens, I]; w1 / w3 of one shape, I a multiple of 8.
 bool launch_decode_swiglu_tc(const DevMatrix& w1, const DevMatrix& w3, const float* x, int64_t tokens, float limit,
@@ -206,13 +204,6 @@ constexpr int kTcMaxTargets = 8;
 void launch_linears_tc(int fmt, std::span<const TcLinearTarget> targets, const float* x, void* xc, bool x_split,
                        int64_t tokens, float* part);
 size_t tc_linears_slice_bytes(int fmt, std::span<const TcLinearTarget> targets, int64_t tokens, const float* x);
-// The streaming form's sibling launch (Backend::linears at 1-2 rows): linear_stream_key is the
-// (format, split) that launch_linear gives w (one group) at `tokens` rows on its streaming form, -1
-// where it takes another form; launch_linears_stream runs up to kTcMaxTargets weights of one key
-// and width, reading the same x, as ONE launch whose jobs are each member's own (the same bits as
-// launch_linear's, batch invariance included).
-int linear_stream_key(const DevMatrix& w, int64_t tokens);
-void launch_linears_stream(std::span<const TcLinearTarget> targets, const float* x, int64_t tokens);
 // Whether fmt's kernels read x split as f16 parts (else bf16 parts): one split serves the formats of
 // one kind.
 bool tc_split_f16(int fmt);

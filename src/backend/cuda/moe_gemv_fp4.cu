@@ -441,10 +441,12 @@ int moe_gemv_x_parts() {
   return parts;
 }
 
-// DEEPINFER_MOE_GEMV_SKIP_EMPTY=1 skips column groups past a tile's rows (the same bits: their sums
-// are never stored). Opt-in until it has run on a GPU (docs/perf.md session 33).
+// Column groups past a tile's rows are skipped (the same bits: their sums are never stored). H200,
+// docs/perf.md session 33: decode B=128 -0.02 ms, within noise (predicted -0.7: the kernel is not
+// bound by those MMAs); kept as less work for the same bits. DEEPINFER_MOE_GEMV_SKIP_EMPTY=0
+// computes them.
 bool moe_gemv_skip_empty_groups() {
-  static const bool on = policy_from_env("DEEPINFER_MOE_GEMV_SKIP_EMPTY") == TcPolicy::Always;
+  static const bool on = policy_from_env("DEEPINFER_MOE_GEMV_SKIP_EMPTY") != TcPolicy::Never;
   return on;
 }
 

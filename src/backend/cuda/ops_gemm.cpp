@@ -190,9 +190,8 @@ void CudaBackend::linear(const WeightMatrix& w, TensorView x, TensorView y) {
 }
 
 // The siblings that take the tensor-core GEMM (no cuBLASLt) in launches of one format each, x split
-// once a kind of split; at 1-2 rows those on the CUDA-core streaming form in launches of one
-// (format, split) each (each member's bits as its own linear's); the others as linear runs them.
-// DEEPINFER_TC_LINEARS=0: one linear each (the A/B).
+// once a kind of split; the others as linear runs them. DEEPINFER_TC_LINEARS=0: one linear each
+// (the A/B).
 void CudaBackend::linears(TensorView x, std::span<const backend::LinearOut> outs) {
   static const bool fuse = policy_from_env("DEEPINFER_TC_LINEARS") != TcPolicy::Never;
   if (!fuse) {
@@ -237,28 +236,7 @@ void CudaBackend::linears(TensorView x, std::span<const backend::LinearOut> outs
     split_kind = kind;
     i = e;
   }
-  // 1-2 rows: the siblings that take the streaming form, in launches of one (format, split) each
-  // (DEEPINFER_LINEARS_STREAM=1: opt-in until it has run on a GPU, docs/perf.md session 33).
-  static const bool stream = policy_from_env("DEEPINFER_LINEARS_STREAM") == TcPolicy::Always;
-  std::vector<std::pair<int, TcLinearTarget>> streamed;  // (linear_stream_key, target)
-  for (const backend::LinearOut* o : alone) {
-    const DevMatrix dw = weight(*o->w).dev();
-    const bool gemv = tensor_cores_when(true) && decode_gemv_tc_takes(dw, 1, x.f32(), T);
-    const int key = gemv || !stream ? -1 : linear_stream_key(dw, T);
-    if (key >= 0)
-      streamed.push_back({key, TcLinearTarget{dw, o->y.f32()}});
-    else
-      linear_any(*o->w, 1, x, o->y);
-  }
-  std::stable_sort(streamed.begin(), streamed.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
-  for (size_t i = 0; i < streamed.size();) {
-    size_t e = i, n = 0;
-    std::array<TcLinearTarget, kTcMaxTargets> chunk;
-    while (e < streamed.size() && streamed[e].first == streamed[i].first && n < chunk.size())
-      chunk[n++] = streamed[e++].second;
-    launch_linears_stream(std::span<const TcLinearTarget>(chunk.data(), n), x.f32(), T);
-    i = e;
-  }
+  for (const backend::LinearOut* o : alone) linear_any(*o->w, 1, x, o->y);
   DEEPINFER_CUDA_LAUNCHED();
 }
 

@@ -497,11 +497,12 @@ void settle_row_tiles(Schedule& p, int64_t rgroups) {
 // 256-row projections ran 16 CTAs whose warps each issued ~5,800 instructions in a row). Still from
 // the shape alone. The default since session 32 (H100 decode B=32 -0.07 ms, B=128 -0.16);
 // DEEPINFER_TC_GRID_SLICES=0 keeps split_for's count.
-// DEEPINFER_TC_SLICE_MIN_SLABS=n (default 1) keeps at least n slabs a slice: 2 measured B=32 -0.045
-// ms, B=128 -0.056 (H100, docs/perf.md session 32), not yet the default (no suite ran under it).
+// At least 2 slabs a slice (one is too fine at 32 tokens: per-CTA fixed work, and partials as many
+// bytes as the weights): B=32 -0.045 ms, B=128 -0.056 (H100, docs/perf.md session 32), -0.04 /
+// -0.06 on the H200 (session 33). DEEPINFER_TC_SLICE_MIN_SLABS=n keeps at least n (1: one slab).
 int grid_slices(int fmt, int64_t row_groups, int64_t nslab, int ks) {
   static const bool on = policy_from_env("DEEPINFER_TC_GRID_SLICES") != TcPolicy::Never;
-  static const int64_t min_slabs = positive_env("DEEPINFER_TC_SLICE_MIN_SLABS", 1);
+  static const int64_t min_slabs = positive_env("DEEPINFER_TC_SLICE_MIN_SLABS", 2);
   return on && tc::f16_operands(fmt) ? std::max(ks, tc::split_for(row_groups, nslab / min_slabs, 64)) : ks;
 }
 
