@@ -13,9 +13,9 @@ namespace {
 // linears: sibling projections of one input (V4's wq_a, wkv, the compressors' ...), the CUDA backend's
 // tensor-core GEMM over all of a format's weights in one launch (nine BF16 ones: two launches of up
 // to 8; row counts that end mid-tile, so members meet inside what one weight's tiles would be), a
-// lone F32 one beside them. Every output against the reference at decode and prefill sizes, and each
-// token's rows alone against the batch where the backend keeps bits under batching; at 1-2 rows (decode)
-// each output against its own linear, bit for bit.
+// lone F32 one beside them. Every output against the reference at decode and prefill sizes, each
+// token's rows alone against the batch where the backend keeps bits under batching, and at 1-2 rows
+// (decode) each output against its own linear, bit for bit.
 TEST_P(BackendOps, LinearsShareOneInput) {
   const int64_t cols = 640;  // 5 slabs: split K, a short last slice
   struct Member {
