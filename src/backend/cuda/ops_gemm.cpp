@@ -209,8 +209,11 @@ void CudaBackend::linears(TensorView x, std::span<const backend::LinearOut> outs
                     x.last_dim(), o.y.rows(), o.y.last_dim());
   }
   if (T == 0) return;
-  std::vector<std::pair<int, TcLinearTarget>> fused;  // (format, target)
-  std::vector<const backend::LinearOut*> alone;
+  // (Kept per thread and cleared: no allocation a layer a step once they have grown.)
+  static thread_local std::vector<std::pair<int, TcLinearTarget>> fused;  // (format, target)
+  static thread_local std::vector<const backend::LinearOut*> alone;
+  fused.clear();
+  alone.clear();
   const bool tensor_cores = tensor_cores_for(T);
   for (const backend::LinearOut& o : outs) {
     if (o.w->rows == 0) continue;

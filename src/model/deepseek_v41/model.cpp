@@ -81,12 +81,15 @@ TensorView DeepseekV41::copy(Step& step, TensorView x) const {
   return out;
 }
 
+// fp8_gemm / fp4_gemm take an FP8 activation with per-32 UE8M0 scales: a quantised copy of x.
+TensorView DeepseekV41::fp8_input(Step& step, TensorView x) const {
+  TensorView in = copy(step, x);
+  backend_->quantize_dequantize(in, backend::ActQuant::Fp8Ue8m0);
+  return in;
+}
+
 void DeepseekV41::project(Step& step, const WeightMatrix& w, TensorView x, TensorView y) const {
-  TensorView in = x;
-  if (quantized(w)) {  // fp8_gemm / fp4_gemm take an FP8 activation with per-32 UE8M0 scales
-    in = copy(step, x);
-    backend_->quantize_dequantize(in, backend::ActQuant::Fp8Ue8m0);
-  }
+  const TensorView in = quantized(w) ? fp8_input(step, x) : x;
   backend_->linear(w, in.reshape({in.rows(), in.last_dim()}), y.reshape({y.rows(), y.last_dim()}));
   backend_->round_bf16(y);
 }
@@ -98,11 +101,7 @@ void DeepseekV41::project_siblings(Step& step, TensorView x, std::span<const bac
   size_t n_fp8 = 0, n_plain = 0;
   for (const backend::LinearOut& o : outs) (quantized(*o.w) ? fp8[n_fp8++] : plain[n_plain++]) = o;
   const TensorView x2 = x.reshape({x.rows(), x.last_dim()});
-  if (n_fp8 > 0) {
-    TensorView in = copy(step, x2);
-    backend_->quantize_dequantize(in, backend::ActQuant::Fp8Ue8m0);
-    backend_->linears(in, std::span(fp8.data(), n_fp8));
-  }
+  if (n_fp8 > 0) backend_->linears(fp8_input(step, x2), std::span(fp8.data(), n_fp8));
   if (n_plain > 0) backend_->linears(x2, std::span(plain.data(), n_plain));
   for (const backend::LinearOut& o : outs) backend_->round_bf16(o.y);
 }

@@ -73,6 +73,9 @@ class DeepseekV41 final : public CausalLM {
   // project() for sibling weights of one x [T, width] (outs' y [T, rows]): one FP8 copy of x for the
   // quantised ones, and each kind in one Backend::linears call (one launch where the backend can).
   void project_siblings(Step& step, TensorView x, std::span<const backend::LinearOut> outs) const;
+  // A copy of x [rows, width] quantised to FP8 (per-32 UE8M0), as the reference's FP8 / FP4 GEMMs
+  // take their activations.
+  TensorView fp8_input(Step& step, TensorView x) const;
   // A copy of x [rows, width] in the step's workspace.
   TensorView copy(Step& step, TensorView x) const;
   const deepseek_v4::Rope& rope_of(int64_t layer) const;
